@@ -1,0 +1,230 @@
+"""Compose the campaign config once, validate it, and hand out a plain dict.
+
+Hydra composes conf/ against the structured schema (types, unknown keys,
+unknown group options); `validate` then checks what a schema cannot: that names
+refer to things that exist and that every sglang flag exists in the pinned
+sglang.  Every failure is a ConfigError whose message names the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+from specrepro.sglang_flags import load_table
+
+PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
+CONF_DIR = PROJECT_ROOT / "conf"
+BENCHMARK_KINDS = {"gsm8k": "gsm8k", "bench_serving": "serving"}
+CONTAINER_RUNTIMES = {"docker", "podman", "apptainer", "none"}
+ACCELERATORS = {"rocm", "cuda", "none"}
+SOURCE_METHODS = {"auto", "git", "registry"}
+# Flags the pipeline owns per server launch; a config may not set them.
+PIPELINE_OWNED_FLAGS = {"--host", "--port", "--decode-log-interval", "--enable-metrics"}
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(ValueError):
+    """A campaign config problem; the message names the key."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid campaign config:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
+    """Hydra-compose conf/ with `overrides`, resolve, validate; return a plain dict."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from specrepro.schema import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    overrides = list(overrides)
+    if not any(o.split("=", 1)[0].lstrip("+~") == "project_root" for o in overrides):
+        overrides.append(f"project_root={PROJECT_ROOT}")
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+        OmegaConf.set_struct(cfg, False)
+        cfg.pop("hydra", None)
+        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError([_hydra_message(exc)]) from exc
+    finally:
+        GlobalHydra.instance().clear()
+    validate(resolved)
+    return resolved
+
+
+def _hydra_message(exc: Exception) -> str:
+    text = str(exc).strip()
+    key = getattr(exc, "full_key", None)
+    if key and key not in text:
+        text = f"{key}: {text}"
+    return text
+
+
+def config_hash(cfg: Dict[str, Any]) -> str:
+    """Stable hash of everything that defines the measurement (not where it is stored)."""
+    relevant = {k: v for k, v in cfg.items() if k not in {"results_dir", "cache_dir", "project_root", "tracking"}}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_resolved(path: Path) -> Dict[str, Any]:
+    cfg = yaml.safe_load(Path(path).read_text())
+    if not isinstance(cfg, dict) or "experiment" not in cfg:
+        raise ConfigError([f"{path}: not a resolved specrepro config (no `experiment` key)"])
+    validate(cfg)
+    return cfg
+
+
+def dump_resolved(cfg: Dict[str, Any]) -> str:
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
+def validate(cfg: Dict[str, Any]) -> None:
+    problems: List[str] = []
+    exp = cfg["experiment"]
+    benchmarks = cfg.get("benchmarks") or {}
+    arms = exp.get("arms") or {}
+
+    if not SAFE_NAME.match(str(exp["name"])):
+        problems.append(f"experiment.name: {exp['name']!r} must be a plain name (letters, digits, _ . -)")
+    if exp["repeats"] < 1:
+        problems.append(f"experiment.repeats: must be >= 1, got {exp['repeats']}")
+    if not arms:
+        problems.append("experiment.arms: a campaign needs at least one arm")
+    if exp["baseline_arm"] not in arms:
+        problems.append(f"experiment.baseline_arm: {exp['baseline_arm']!r} is not an arm (arms: {', '.join(arms)})")
+    if exp.get("claims") and not (CONF_DIR / exp["claims"]).is_file() and not Path(exp["claims"]).is_file():
+        problems.append(f"experiment.claims: file {exp['claims']!r} not found under {CONF_DIR}")
+
+    for name, series in (exp.get("patch_series") or {}).items():
+        for i, entry in enumerate(series):
+            key = f"experiment.patch_series.{name}[{i}]"
+            given = [k for k in ("series", "path", "url") if entry.get(k)]
+            if len(given) != 1:
+                problems.append(f"{key}: give exactly one of series, path, url (got {given or 'none'})")
+            elif entry.get("url") and not re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256") or "")):
+                problems.append(f"{key}.sha256: a patch URL needs its sha256 (64 hex digits)")
+            elif not entry.get("url"):
+                local = Path(cfg["project_root"]) / entry.get("series", entry.get("path"))
+                if not local.is_file():
+                    problems.append(f"{key}: file {local} not found")
+
+    for bname, bench in benchmarks.items():
+        key = f"benchmarks.{bname}"
+        if not SAFE_NAME.match(bname):
+            problems.append(f"{key}: benchmark names must be plain names")
+        kind = bench["kind"]
+        if kind not in BENCHMARK_KINDS:
+            problems.append(f"{key}.kind: unknown benchmark kind {kind!r} (known: {', '.join(BENCHMARK_KINDS)})")
+            continue
+        section = BENCHMARK_KINDS[kind]
+        if not bench.get(section):
+            problems.append(f"{key}.{section}: a {kind} benchmark needs its `{section}` settings")
+            continue
+        if bench.get("repeats") is not None and bench["repeats"] < 1:
+            problems.append(f"{key}.repeats: must be >= 1, got {bench['repeats']}")
+        settings = bench[section]
+        positive = ("num_questions", "max_new_tokens", "parallel") if kind == "gsm8k" else (
+            "input_len", "output_len", "num_prompts", "max_concurrency")
+        for field_name in positive:
+            if settings[field_name] < 1:
+                problems.append(f"{key}.{section}.{field_name}: must be >= 1, got {settings[field_name]}")
+        if kind == "gsm8k":
+            if settings["num_shots"] < 0:
+                problems.append(f"{key}.gsm8k.num_shots: must be >= 0")
+            if settings["temperature"] < 0:
+                problems.append(f"{key}.gsm8k.temperature: must be >= 0")
+            if not re.fullmatch(r"[0-9a-f]{64}", settings["test_data"]["sha256"]):
+                problems.append(f"{key}.gsm8k.test_data.sha256: must be 64 hex digits")
+        else:
+            if not 0.0 <= settings["range_ratio"] <= 1.0:
+                problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
+
+    for aname, arm in arms.items():
+        key = f"experiment.arms.{aname}"
+        if not SAFE_NAME.match(aname):
+            problems.append(f"{key}: arm names must be plain names (letters, digits, _ . -)")
+        if arm.get("patch_series") and arm["patch_series"] not in (exp.get("patch_series") or {}):
+            problems.append(
+                f"{key}.patch_series: {arm['patch_series']!r} is not defined in experiment.patch_series"
+            )
+        if not arm.get("benchmarks"):
+            problems.append(f"{key}.benchmarks: an arm must run at least one benchmark")
+        for b in arm.get("benchmarks") or []:
+            if b not in benchmarks:
+                problems.append(f"{key}.benchmarks: {b!r} is not a defined benchmark (defined: {', '.join(benchmarks)})")
+
+    plat = cfg["platform"]
+    if plat["accelerator"] not in ACCELERATORS:
+        problems.append(f"platform.accelerator: {plat['accelerator']!r} not one of {sorted(ACCELERATORS)}")
+    if plat["container_runtime"] not in CONTAINER_RUNTIMES:
+        problems.append(f"platform.container_runtime: {plat['container_runtime']!r} not one of {sorted(CONTAINER_RUNTIMES)}")
+    if plat["container_runtime"] != "none" and not plat.get("base_image"):
+        problems.append("platform.base_image: a container platform needs a base image")
+    if plat["accelerator"] != "none" and cfg["model"]["gpus"] > plat["gpus_per_node"] > 0:
+        problems.append(
+            f"model.gpus: {cfg['model']['gpus']} GPUs do not fit platform {plat['name']} "
+            f"({plat['gpus_per_node']} per node)"
+        )
+    if cfg["model"]["gpus"] < 0:
+        problems.append("model.gpus: must be >= 0")
+
+    serve = cfg["serve"]
+    if not (serve["port"] == 0 or 1024 <= serve["port"] <= 65535):
+        problems.append(f"serve.port: {serve['port']} is not 0 (pick a free one) or a port in 1024-65535")
+    for k in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s"):
+        if serve[k] <= 0:
+            problems.append(f"serve.{k}: must be > 0")
+    if serve["decode_log_interval"] < 1:
+        problems.append("serve.decode_log_interval: must be >= 1")
+    if cfg["sglang"]["source"] not in SOURCE_METHODS:
+        problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
+
+    problems.extend(_flag_problems(cfg))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _flag_problems(cfg: Dict[str, Any]) -> List[str]:
+    try:
+        table = load_table(cfg["sglang"]["version"], Path(cfg["cache_dir"]))
+    except FileNotFoundError as exc:
+        return [f"sglang.version: {exc}"]
+    problems = []
+    sources = [("model.server_args", cfg["model"]["server_args"])]
+    sources += [
+        (f"experiment.arms.{a}.extra_server_args", arm.get("extra_server_args") or {})
+        for a, arm in cfg["experiment"]["arms"].items()
+    ]
+    for where, args in sources:
+        for key, value in args.items():
+            flag = table.resolve_key(key)
+            if flag is None:
+                hint = table.suggest(key)
+                hint_text = f"; did you mean {', '.join(hint)}?" if hint else ""
+                problems.append(
+                    f"{where}.{key}: sglang {table.version} has no server flag "
+                    f"--{key.lstrip('-').replace('_', '-')}{hint_text}"
+                )
+            elif flag.name in PIPELINE_OWNED_FLAGS:
+                problems.append(f"{where}.{key}: {flag.name} is set by specrepro per launch (see serve.*)")
+            elif flag.kind == "bool" and not isinstance(value, bool):
+                problems.append(f"{where}.{key}: {flag.name} is a switch; give true or false, got {value!r}")
+    if "model_path" not in cfg["model"]["server_args"] and "model" not in cfg["model"]["server_args"]:
+        problems.append("model.server_args.model_path: required (the weights to serve)")
+    return problems

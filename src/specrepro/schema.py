@@ -1,0 +1,190 @@
+"""Structured-config schemas for every Hydra config group.
+
+The YAML files under conf/ hold the values; these dataclasses hold the types,
+so OmegaConf rejects a wrong type or an unknown key while composing, naming the
+full key.  Values that a campaign must supply are MISSING here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    # Short name used in run names and result paths.
+    name: str = MISSING
+    # sglang server flags as field names (`tp_size`, `speculative_num_steps`);
+    # every key is checked against the pinned sglang's declared flags.
+    server_args: Dict[str, Any] = field(default_factory=dict)
+    # Accelerators one server of this model needs (placement and GPU requests).
+    gpus: int = MISSING
+    # What an offline cluster must provide for this model (docs only).
+    notes: str = ""
+
+
+@dataclass
+class PlatformConfig:
+    name: str = MISSING
+    # rocm | cuda | none
+    accelerator: str = MISSING
+    gpu_model: Optional[str] = None
+    gpu_arch: Optional[str] = None
+    gpus_per_node: int = 0
+    # docker | podman | apptainer | none (bare process in a venv)
+    container_runtime: str = "none"
+    # Base image to patch; `{version}` is the pinned sglang version.
+    base_image: Optional[str] = None
+    # Where the base image has sglang installed (editable checkout).
+    image_sglang_root: Optional[str] = None
+    # Extra arguments for the container runtime's run command (devices, ipc, shm).
+    runtime_run_args: List[str] = field(default_factory=list)
+    # Environment for the server process (never secrets: those come from the
+    # caller's environment and are passed by name only).
+    server_env: Dict[str, str] = field(default_factory=dict)
+    # Names of environment variables passed through to servers (HF_TOKEN, ...).
+    passthrough_env: List[str] = field(default_factory=list)
+    # Python used to launch sglang (inside the image, or the local venv).
+    python: str = "python3"
+
+
+@dataclass
+class SglangConfig:
+    version: str = MISSING
+    git_url: str = "https://github.com/sgl-project/sglang.git"
+    git_ref: str = MISSING
+    # auto: git where reachable, else the package registry's release
+    source: str = "auto"
+    # Upstream release that carries the fix: the behavioural reference of the
+    # CPU checks, never a source of patch text.
+    reference_version: Optional[str] = None
+
+
+@dataclass
+class PatchEntry:
+    # Exactly one of series / path / url.
+    series: Optional[str] = None
+    path: Optional[str] = None
+    url: Optional[str] = None
+    sha256: Optional[str] = None
+
+
+@dataclass
+class DataSource:
+    # Local copy (offline runs, tests); relative paths are from the project root.
+    path: str = MISSING
+    sha256: str = MISSING
+    # Canonical download, used only when `path` is absent and downloads are allowed.
+    url: Optional[str] = None
+
+
+@dataclass
+class Gsm8kSettings:
+    num_questions: int = 200
+    num_shots: int = 5
+    temperature: float = 0.0
+    # None: sglang's default (TOP_K_ALL); set it for a sampled workload.
+    top_k: Optional[int] = None
+    max_new_tokens: int = 512
+    parallel: int = 8
+    test_data: DataSource = field(default_factory=DataSource)
+
+
+@dataclass
+class ServingSettings:
+    dataset_name: str = "random"
+    input_len: int = 1024
+    output_len: int = 512
+    num_prompts: int = 12
+    max_concurrency: int = 1
+    range_ratio: float = 1.0
+    seed: int = 1
+    # The random dataset samples ShareGPT text; without a path sglang fetches it
+    # from the model hub.  Offline clusters must point this at a local copy.
+    dataset_path: Optional[str] = None
+    output_details: bool = True
+    extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchmarkConfig:
+    # gsm8k | bench_serving
+    kind: str = MISSING
+    # None: experiment.repeats
+    repeats: Optional[int] = None
+    gsm8k: Optional[Gsm8kSettings] = None
+    serving: Optional[ServingSettings] = None
+
+
+@dataclass
+class ArmConfig:
+    description: str = ""
+    # None: sglang.git_ref
+    sglang_ref: Optional[str] = None
+    # Name of an entry in experiment.patch_series, or None for unpatched.
+    patch_series: Optional[str] = None
+    extra_server_args: Dict[str, Any] = field(default_factory=dict)
+    benchmarks: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = MISSING
+    description: str = ""
+    repeats: int = 3
+    baseline_arm: str = MISSING
+    arms: Dict[str, ArmConfig] = field(default_factory=dict)
+    patch_series: Dict[str, List[PatchEntry]] = field(default_factory=dict)
+    # Published figures: arm -> benchmark -> metric -> value.
+    reference: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
+    # Published repeats on one unchanged server: benchmark -> metric -> values.
+    reference_repeats: Dict[str, Dict[str, List[float]]] = field(default_factory=dict)
+    # Claims file (conf-relative path) judged by the report.
+    claims: Optional[str] = None
+
+
+@dataclass
+class ServeConfig:
+    host: str = "127.0.0.1"
+    # 0: pick a free port at launch.
+    port: int = 0
+    ready_timeout_s: float = 1800.0
+    request_timeout_s: float = 600.0
+    warmup_requests: int = 2
+    decode_log_interval: int = 1
+    enable_metrics: bool = True
+    # Seconds to wait for a graceful exit before SIGKILL.
+    shutdown_grace_s: float = 30.0
+
+
+@dataclass
+class TrackingConfig:
+    # None: an SQLite store under the results folder (or MLFLOW_TRACKING_URI).
+    uri: Optional[str] = None
+    experiment_name: str = MISSING
+
+
+@dataclass
+class SpecreproConfig:
+    experiment: ExperimentConfig = field(default_factory=ExperimentConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    platform: PlatformConfig = field(default_factory=PlatformConfig)
+    sglang: SglangConfig = field(default_factory=SglangConfig)
+    benchmarks: Dict[str, BenchmarkConfig] = field(default_factory=dict)
+    serve: ServeConfig = field(default_factory=ServeConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    results_dir: str = MISSING
+    cache_dir: str = MISSING
+    project_root: str = MISSING
+    # allow fetching data and sources from the network
+    offline: bool = False
+
+
+def register_configs() -> None:
+    cs = ConfigStore.instance()
+    # One schema for the whole tree: every group option merges into a typed node.
+    ConfigStore.instance().store(name="specrepro_schema", node=SpecreproConfig)
