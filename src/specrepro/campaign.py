@@ -58,6 +58,34 @@ class Campaign:
     def patch_series_used(self) -> List[str]:
         return sorted({s for a in self.arms if (s := self.series_of(a))})
 
+    @property
+    def claims_path(self) -> str:
+        claims = self.experiment.get("claims")
+        if not claims:
+            return ""
+        path = Path(claims)
+        return str(path if path.is_absolute() else self.project_root / "conf" / path)
+
+    def verdicts_for_arm(self, arm: str) -> List[str]:
+        """A patched arm waits for (and is gated by) its patch_check verdict."""
+        series = self.series_of(arm)
+        if not series:
+            return []
+        return [str(self.results_dir / "patch_check" / self.ref_of(arm) / series / "verdict.json")]
+
+    def local_patch_files(self, series: str) -> List[str]:
+        """Local files a series is made of (series files and patches), for rerun triggers."""
+        from specrepro.patching import read_series
+
+        files: List[str] = []
+        for entry in self.experiment["patch_series"][series]:
+            if entry.get("series"):
+                series_file = self.project_root / entry["series"]
+                files += [str(series_file), *map(str, read_series(series_file))]
+            elif entry.get("path"):
+                files.append(str(self.project_root / entry["path"]))
+        return files
+
     def repeats(self, benchmark: str) -> int:
         own = self.cfg["benchmarks"][benchmark].get("repeats")
         return own if own is not None else self.experiment["repeats"]

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -38,27 +39,39 @@ def cmd_plan(args) -> int:
     print(campaign.describe_plan())
     print("\n# DAG jobs (snakemake --dry-run):")
     sys.stdout.flush()
-    resolved = _write_resolved(cfg, scratch=True)
-    proc = subprocess.run(
-        _snakemake_argv(resolved, args.profile, ["--dry-run", "--quiet", "rules", *args.targets]),
-        cwd=PROJECT_ROOT,
-        text=True,
-        capture_output=True,
-    )
-    sys.stdout.write(proc.stdout)
+    with tempfile.TemporaryDirectory() as scratch:
+        resolved = Path(scratch) / "resolved_config.yaml"
+        resolved.write_text(dump_resolved(cfg))
+        proc = subprocess.run(
+            _snakemake_argv(resolved, args.profile, ["--dry-run", "--quiet", "rules", *args.targets]),
+            cwd=PROJECT_ROOT,
+            text=True,
+            capture_output=True,
+        )
     if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-    return proc.returncode
+        sys.stderr.write(proc.stdout + proc.stderr)
+        return proc.returncode
+    print(_job_table(proc.stdout + proc.stderr))
+    return 0
 
 
-def _write_resolved(cfg, scratch: bool = False) -> Path:
+def _job_table(output: str) -> str:
+    """The first `Job stats` table of Snakemake's dry-run output."""
+    lines = output.splitlines()
+    if "Job stats:" not in lines:
+        return output
+    start = lines.index("Job stats:") + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def _write_resolved(cfg) -> Path:
     """Write the resolved config next to the results; untouched if unchanged.
 
     Unchanged content keeps its mtime, so Snakemake never sees a new config
-    where there is none.  `plan` writes to a scratch copy: it runs nothing.
+    where there is none.
     """
-    results = Path(cfg["results_dir"])
-    path = results / ("resolved_config.yaml" if not scratch else ".plan/resolved_config.yaml")
+    path = Path(cfg["results_dir"]) / "resolved_config.yaml"
     text = dump_resolved(cfg)
     if not path.is_file() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -48,8 +48,12 @@ class PlatformConfig:
     server_env: Dict[str, str] = field(default_factory=dict)
     # Names of environment variables passed through to servers (HF_TOKEN, ...).
     passthrough_env: List[str] = field(default_factory=list)
-    # Python used to launch sglang (inside the image, or the local venv).
+    # Python used to launch sglang and its benchmark client (inside the
+    # image, or the local environment that holds sglang's dependencies).
     python: str = "python3"
+    # How a server starts; `{python}` is replaced.  A wrapper (numactl, a
+    # profiler) goes in front; the arm's flags are appended.
+    server_command: List[str] = field(default_factory=lambda: ["{python}", "-m", "sglang.launch_server"])
 
 
 @dataclass
@@ -159,6 +163,10 @@ class ServeConfig:
     enable_metrics: bool = True
     # Seconds to wait for a graceful exit before SIGKILL.
     shutdown_grace_s: float = 30.0
+    # Upper bound for one benchmark invocation.
+    bench_timeout_s: float = 7200.0
+    # Seconds the log may take to show a window's last decode lines.
+    log_settle_s: float = 0.5
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""specrepro: reproduce LLM-serving performance and accuracy claims."""

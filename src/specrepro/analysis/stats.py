@@ -1,0 +1,132 @@
+"""Small statistics, each a pure function tested with known numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats
+
+Z95 = 1.959963984540054
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> Tuple[float, float, float]:
+    """Mean and its t-interval; a single value has an infinite interval."""
+    x = np.asarray(values, dtype=float)
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, -math.inf, math.inf
+    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return m, m - half, m + half
+
+
+def describe(values: Sequence[float]) -> Dict[str, float]:
+    x = np.asarray(values, dtype=float)
+    m, lo, hi = mean_ci(x)
+    std = float(x.std(ddof=1)) if len(x) > 1 else math.nan
+    return {"n": int(len(x)), "mean": m, "std": std, "cv": std / abs(m) if m else math.nan,
+            "min": float(x.min()), "max": float(x.max()), "ci_low": lo, "ci_high": hi}
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float:
+    x = np.asarray(values, dtype=float)
+    return float(x.std(ddof=1) / abs(x.mean())) if len(x) > 1 and x.mean() else math.nan
+
+
+def pooled_cv(groups: Sequence[Sequence[float]]) -> Optional[float]:
+    """Noise floor: the root-mean-square CV of groups measured on an unchanged server."""
+    cvs, weights = [], []
+    for g in groups:
+        if len(g) > 1:
+            cv = coefficient_of_variation(g)
+            if not math.isnan(cv):
+                cvs.append(cv)
+                weights.append(len(g) - 1)
+    if not cvs:
+        return None
+    return float(math.sqrt(sum(w * c * c for w, c in zip(weights, cvs)) / sum(weights)))
+
+
+def relative_delta(arm: Sequence[float], base: Sequence[float], noise_floor: float, z: float = Z95) -> Dict[str, float]:
+    """Relative change of the arm's mean against the baseline's, with a CI from the noise floor.
+
+    Each mean has relative standard error floor/sqrt(n); the delta's is their
+    root-sum-square.  The noise floor is per metric, so one noisy arm does not
+    widen every interval.
+    """
+    ma, mb = float(np.mean(arm)), float(np.mean(base))
+    rel = (ma - mb) / abs(mb) if mb else math.nan
+    se = noise_floor * math.sqrt(1.0 / len(arm) + 1.0 / len(base))
+    return {"arm_mean": ma, "base_mean": mb, "delta": ma - mb, "relative": rel,
+            "ci_low": rel - z * se, "ci_high": rel + z * se, "noise_floor": noise_floor}
+
+
+def outside_noise(delta: Dict[str, float]) -> bool:
+    return delta["ci_low"] > 0 or delta["ci_high"] < 0
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> Tuple[float, float]:
+    if n == 0:
+        return (math.nan, math.nan)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
+def mcnemar(b: int, c: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts b (A right, B wrong) and c."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2 * stats.binom.cdf(min(b, c), n, 0.5)))
+
+
+def bimodality_coefficient(values: Sequence[float]) -> float:
+    """Sarle's coefficient; above 5/9 suggests two modes."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < 4 or x.std() == 0:
+        return 0.0
+    g = float(stats.skew(x, bias=False))
+    k = float(stats.kurtosis(x, bias=False))
+    return (g * g + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+
+
+def two_modes(values: Sequence[float]) -> Optional[Dict[str, float]]:
+    """Split at the threshold that best separates two groups (Otsu on sorted values)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    n = len(x)
+    if n < 4:
+        return None
+    csum = np.cumsum(x)
+    total = csum[-1]
+    best, best_i = -1.0, None
+    for i in range(1, n):
+        w0, w1 = i / n, (n - i) / n
+        m0 = csum[i - 1] / i
+        m1 = (total - csum[i - 1]) / (n - i)
+        between = w0 * w1 * (m0 - m1) ** 2
+        if between > best:
+            best, best_i = between, i
+    lo, hi = x[:best_i], x[best_i:]
+    return {"threshold": float((lo[-1] + hi[0]) / 2), "low_mean": float(lo.mean()), "high_mean": float(hi.mean()),
+            "low_share": len(lo) / n, "low_max": float(lo[-1]), "high_min": float(hi[0])}
+
+
+def median_in_one_mode(values: Sequence[float]) -> Dict[str, object]:
+    """The seed's warning: with two modes, the median sits inside one and hides the other."""
+    x = np.asarray(values, dtype=float)
+    bc = bimodality_coefficient(x)
+    modes = two_modes(x)
+    median, mean = float(np.median(x)), float(np.mean(x))
+    bimodal = bool(bc > 5 / 9 and modes is not None and modes["high_mean"] > 1.5 * modes["low_mean"])
+    inside = None
+    if bimodal:
+        inside = "low" if median <= modes["threshold"] else "high"
+    return {"bimodality_coefficient": bc, "bimodal": bimodal, "median": median, "mean": mean,
+            "median_mode": inside, "modes": modes,
+            "warning": (f"per-token latency is bimodal; the median ({median:.3g}) sits in the {inside} mode, "
+                        f"read mean ({mean:.3g}) not median") if bimodal else None}

@@ -1,0 +1,191 @@
+"""From a tidy runs table to noise floors, deltas, GSM8K tests and claim verdicts.
+
+Input: `arm, benchmark, repeat, metric, value, unit` (optionally a per-request
+table with `arm, benchmark, repeat, request, correct, itls_ms`).  Output:
+plain dicts, so the report, `specrepro analyze --json` and tests share them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+from specrepro.analysis import stats
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
+REQUIRED_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value"]
+
+# Where repeats cannot give a noise floor (one value per arm): the relative
+# noise assumed per metric.  Accept length averages ~10^5 verifies per run;
+# 1% is far above its sampling error and below what the seed claims.
+FALLBACK_NOISE = {"accept_length": 0.01}
+DEFAULT_MARGIN = 0.02
+
+
+class TableError(ValueError):
+    pass
+
+
+def check_table(runs: pd.DataFrame, source: str = "table") -> pd.DataFrame:
+    missing = [c for c in REQUIRED_COLUMNS if c not in runs.columns]
+    if missing:
+        raise TableError(f"{source}: missing columns {missing} (expected {REQUIRED_COLUMNS + ['unit']})")
+    bad = pd.to_numeric(runs["value"], errors="coerce").isna() & runs["value"].notna()
+    if bad.any():
+        raise TableError(f"{source}: non-numeric value in rows {list(runs.index[bad][:5])}")
+    runs = runs.copy()
+    runs["value"] = pd.to_numeric(runs["value"])
+    return runs
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (arm, benchmark, metric): n, mean, std, CV, min, max, 95% CI over repeats."""
+    rows = []
+    for (arm, bench, metric), g in runs.groupby(["arm", "benchmark", "metric"], sort=False):
+        rows.append({"arm": arm, "benchmark": bench, "metric": metric, **stats.describe(g["value"].tolist())})
+    return pd.DataFrame(rows)
+
+
+def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None) -> Dict:
+    """Per (benchmark, metric): pooled CV of repeats within arms, else the published repeats, else a fallback."""
+    floors: Dict[tuple, Dict[str, Any]] = {}
+    for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
+        groups = [a["value"].tolist() for _, a in g.groupby("arm")]
+        cv = stats.pooled_cv(groups)
+        source = "repeats"
+        if cv is None and reference_repeats and metric in (reference_repeats.get(bench) or {}):
+            cv = stats.coefficient_of_variation(reference_repeats[bench][metric])
+            source = "published repeats"
+        if cv is None and metric in FALLBACK_NOISE:
+            cv, source = FALLBACK_NOISE[metric], "fallback"
+        floors[(bench, metric)] = {"noise_floor": cv, "source": source}
+    return floors
+
+
+def deltas(runs: pd.DataFrame, baseline: str, floors: Dict) -> List[Dict[str, Any]]:
+    out = []
+    for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
+        base = g[g["arm"] == baseline]["value"].tolist()
+        floor = floors.get((bench, metric), {}).get("noise_floor")
+        for arm, a in g.groupby("arm", sort=False):
+            if arm == baseline or not base:
+                continue
+            row = {"arm": arm, "baseline": baseline, "benchmark": bench, "metric": metric}
+            if floor is None or (isinstance(floor, float) and math.isnan(floor)):
+                row.update(verdict="INCONCLUSIVE (no noise estimate)", relative=None)
+            else:
+                d = stats.relative_delta(a["value"].tolist(), base, floor)
+                row.update(d, verdict="outside noise" if stats.outside_noise(d) else "within noise")
+            out.append(row)
+    return out
+
+
+def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame) -> Dict[str, Any]:
+    """Binomial (Wilson) CI per arm and benchmark; McNemar between arms on the same questions."""
+    if requests is None or requests.empty or "correct" not in requests.columns:
+        return {}
+    req = requests[requests["correct"].notna()]
+    out: Dict[str, Any] = {"binomial": [], "mcnemar": []}
+    for (bench, arm), g in req.groupby(["benchmark", "arm"], sort=False):
+        k, n = int(g["correct"].astype(bool).sum()), len(g)
+        lo, hi = stats.wilson_interval(k, n)
+        out["binomial"].append({"benchmark": bench, "arm": arm, "correct": k, "n": n, "accuracy": k / n,
+                                "ci_low": lo, "ci_high": hi})
+    for bench, g in req.groupby("benchmark", sort=False):
+        pivot = g.pivot_table(index=["repeat", "request"], columns="arm", values="correct", aggfunc="first")
+        arms = list(pivot.columns)
+        for i, a in enumerate(arms):
+            for b in arms[i + 1:]:
+                pair = pivot[[a, b]].dropna().astype(bool)
+                n10 = int((pair[a] & ~pair[b]).sum())
+                n01 = int((~pair[a] & pair[b]).sum())
+                out["mcnemar"].append({"benchmark": bench, "arm_a": a, "arm_b": b, "a_only": n10, "b_only": n01,
+                                       "pairs": len(pair), "p_value": stats.mcnemar(n10, n01)})
+    return out
+
+
+def tpot_bimodality(requests: Optional[pd.DataFrame]) -> List[Dict[str, Any]]:
+    if requests is None or requests.empty or "itls_ms" not in requests.columns:
+        return []
+    out = []
+    for (bench, arm), g in requests[requests["itls_ms"].notna()].groupby(["benchmark", "arm"], sort=False):
+        tokens = [x for lst in g["itls_ms"] for x in (list(lst) if lst is not None else [])]
+        if len(tokens) < 4:
+            continue
+        out.append({"benchmark": bench, "arm": arm, "per_token": stats.median_in_one_mode(tokens)})
+    return out
+
+
+def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict) -> Dict[str, Any]:
+    bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
+    g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
+    result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect}
+    if expect == "zero":
+        arms = claim.get("arms") or sorted(g["arm"].unique())
+        values = {a: g[g["arm"] == a]["value"].tolist() for a in arms}
+        missing = [a for a, v in values.items() if not v]
+        worst = max((max(v) for v in values.values() if v), default=None)
+        if missing:
+            verdict = INCONCLUSIVE
+        else:
+            verdict = REPRODUCED if worst == 0 else NOT_REPRODUCED
+        result.update(verdict=verdict, numbers={a: v for a, v in values.items()}, missing_arms=missing,
+                      detail=f"max {metric} over arms: {worst}" + (f"; not measured: {missing}" if missing else ""))
+        return result
+    arm, against = claim["arm"], claim["against"]
+    a, b = g[g["arm"] == arm]["value"].tolist(), g[g["arm"] == against]["value"].tolist()
+    floor = floors.get((bench, metric), {}).get("noise_floor")
+    if not a or not b or floor is None or (isinstance(floor, float) and math.isnan(floor)):
+        result.update(verdict=INCONCLUSIVE, detail=f"not measured or no noise estimate ({arm}: {len(a)}, {against}: {len(b)} values)")
+        return result
+    d = stats.relative_delta(a, b, floor)
+    margin = float(claim.get("margin", DEFAULT_MARGIN if expect != "not_below" else 0.05))
+    lo, hi = d["ci_low"], d["ci_high"]
+    if expect in ("decrease", "increase"):
+        sign = -1 if expect == "decrease" else 1
+        towards, away = (hi < 0, lo > 0) if sign < 0 else (lo > 0, hi < 0)
+        if towards:
+            verdict = REPRODUCED
+        elif away or (lo > -margin and hi < margin):
+            verdict = NOT_REPRODUCED
+        else:
+            verdict = INCONCLUSIVE
+    elif expect == "equal":
+        if lo > -margin and hi < margin:
+            verdict = REPRODUCED
+        elif lo > 0 or hi < 0:
+            verdict = NOT_REPRODUCED
+        else:
+            verdict = INCONCLUSIVE
+    elif expect == "not_below":
+        if lo > -margin:
+            verdict = REPRODUCED
+        elif hi < -margin:
+            verdict = NOT_REPRODUCED
+        else:
+            verdict = INCONCLUSIVE
+    else:
+        raise ValueError(f"claim {claim['id']}: unknown expect {expect!r}")
+    result.update(verdict=verdict, delta=d, margin=margin,
+                  detail=f"{arm} vs {against}: {d['relative']:+.2%} (95% CI {lo:+.2%} .. {hi:+.2%}; "
+                         f"noise floor {floor:.2%}; margin {margin:.0%})")
+    return result
+
+
+def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baseline: Optional[str] = None,
+            claims: Optional[List[Dict[str, Any]]] = None,
+            reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None) -> Dict[str, Any]:
+    runs = check_table(runs)
+    floors = noise_floors(runs, reference_repeats)
+    baseline = baseline or runs["arm"].iloc[0]
+    return {
+        "baseline": baseline,
+        "summary": summarize(runs).to_dict("records"),
+        "noise_floors": [{"benchmark": b, "metric": m, **v} for (b, m), v in floors.items()],
+        "deltas": deltas(runs, baseline, floors),
+        "gsm8k": gsm8k_tests(requests, runs),
+        "tpot_bimodality": tpot_bimodality(requests),
+        "claims": [judge_claim(c, runs, floors) for c in (claims or [])],
+    }

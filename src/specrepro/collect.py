@@ -1,0 +1,69 @@
+"""Tidy tables from the per-run records.
+
+runs table (CSV), one row per (arm, benchmark, repeat, metric):
+    arm, benchmark, repeat, metric, value, unit, server_launch
+requests table (Parquet), one row per request of a run:
+    arm, benchmark, repeat, request, and what the benchmark reports per request
+    (GSM8K: latency_s, completion_tokens, correct, invalid, spec_verify_ct;
+    bench_serving: input_len, output_len, ttft_ms, tpot_ms, itls_ms (list), error)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import IO, Any, Dict, List, Optional
+
+import pandas as pd
+
+RUN_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value", "unit", "server_launch"]
+
+
+def unit_of(metric: str) -> str:
+    if metric.endswith("_ms"):
+        return "ms"
+    if metric.startswith("accept_length"):
+        return "tokens/verify"
+    if metric in ("accuracy", "invalid_rate"):
+        return "fraction"
+    if metric.endswith("throughput"):
+        return "tok/s" if "request" not in metric else "req/s"
+    if metric == "duration":
+        return "s"
+    if metric == "completed":
+        return "requests"
+    return ""
+
+
+def run_rows(record: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [
+        {"arm": record["arm"], "benchmark": record["benchmark"], "repeat": record["repeat"], "metric": metric,
+         "value": float(value), "unit": unit_of(metric), "server_launch": record.get("server_launch")}
+        for metric, value in record["metrics"].items()
+        if value is not None
+    ]
+
+
+def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
+                     log: Optional[IO] = None) -> pd.DataFrame:
+    from specrepro.campaign import Campaign
+
+    campaign = Campaign(cfg)
+    rows: List[Dict[str, Any]] = []
+    request_rows: List[Dict[str, Any]] = []
+    for arm_record in arm_records:
+        arm = json.loads(Path(arm_record).read_text())["arm"]
+        for run in campaign.bench_runs(arm):
+            path = campaign.arm_dir(arm) / run.stem / "run.json"
+            record = json.loads(path.read_text())
+            rows += run_rows(record)
+            for req in record.get("requests") or []:
+                request_rows.append({"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat, **req})
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    runs_csv.parent.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(runs_csv, index=False)
+    requests = pd.DataFrame(request_rows)
+    requests.to_parquet(requests_parquet, index=False)
+    if log:
+        print(f"{len(runs)} metric rows, {len(requests)} request rows", file=log)
+    return runs

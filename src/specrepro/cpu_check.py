@@ -1,0 +1,157 @@
+"""The patch_check stage: the patched sglang code exercised on a CPU.
+
+An isolated venv (requirements/cpu-check.txt: CPU-usable torch and sglang's
+pure-Python import dependencies) gets the patched sglang installed into its
+site-packages.  It is cached under cache_dir keyed by (pinned version, patch
+series hash, requirements hash), so a second run reuses it.  The probe runs
+there against the patched tree, the unpatched tree and the upstream
+reference release; `checks.verdicts` judges the three records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import IO, Any, Dict, List, Optional
+
+from specrepro.checks.verdicts import judge
+from specrepro.sources import cached_release_tree, locked
+
+PROBE = Path(__file__).parent / "checks" / "draft_proposal_probe.py"
+
+
+def requirements_file(project_root: Path) -> Path:
+    return project_root / "requirements" / "cpu-check.txt"
+
+
+def env_key(version: str, patch_hashes: List[str], requirements: Path) -> str:
+    digest = hashlib.sha256()
+    digest.update(version.encode())
+    for h in patch_hashes:
+        digest.update(h.encode())
+    digest.update(requirements.read_bytes())
+    digest.update(sys.version.split()[0].encode())
+    return digest.hexdigest()[:16]
+
+
+def _site_packages(venv: Path) -> Path:
+    rel = sysconfig.get_path("purelib", vars={"base": "", "platbase": ""}).lstrip("/")
+    return venv / rel
+
+
+def ensure_env(
+    cache_dir: Path, key: str, requirements: Path, patched_pkg: Path, log: IO
+) -> Dict[str, Any]:
+    """Build (or reuse) the check venv; returns {path, reused, seconds}."""
+    venv = cache_dir / "envs" / f"cpu-check-{key}"
+    marker = venv / ".specrepro-complete"
+    start = time.monotonic()
+    with locked(cache_dir / "envs" / f".cpu-check-{key}.lock"):
+        if marker.is_file():
+            print(f"cpu-check env: reusing {venv}", file=log, flush=True)
+            return {"path": str(venv), "reused": True, "seconds": time.monotonic() - start}
+        # A folder without the marker is an interrupted build: start over.
+        shutil.rmtree(venv, ignore_errors=True)
+        steps = [
+            [sys.executable, "-m", "venv", str(venv)],
+            # A complete freeze, so no resolver run and no surprise upgrades.
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--no-deps", "-r", str(requirements)],
+        ]
+        for cmd in steps:
+            print("$ " + " ".join(cmd), file=log, flush=True)
+            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                raise RuntimeError(f"building the CPU check env failed at: {' '.join(cmd)} (see the log)")
+        # The code under test is installed like a release: the patched package
+        # copied into site-packages (the installed layout the patch also targets).
+        shutil.copytree(patched_pkg, _site_packages(venv) / "sglang")
+        marker.write_text(key)
+    return {"path": str(venv), "reused": False, "seconds": time.monotonic() - start}
+
+
+def run_probe(venv: Path, tree_on_path: Optional[Path], out: Path, log: IO) -> Dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+    env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
+    if tree_on_path is not None:
+        env["PYTHONPATH"] = str(tree_on_path)
+    cmd = [str(venv / "bin" / "python"), str(PROBE), "--out", str(out)]
+    print(f"$ PYTHONPATH={env.get('PYTHONPATH', '')} " + " ".join(cmd), file=log, flush=True)
+    proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the draft-proposal probe failed on {tree_on_path or 'the patched install'} (see the log)")
+    return json.loads(out.read_text())
+
+
+def patch_check(
+    *,
+    version: str,
+    reference_version: Optional[str],
+    source_tree: Path,
+    source_manifest: Dict[str, Any],
+    patched_tree: Path,
+    patch_manifest: Dict[str, Any],
+    project_root: Path,
+    cache_dir: Path,
+    work_dir: Path,
+    log: IO,
+) -> Dict[str, Any]:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    requirements = requirements_file(project_root)
+    patched_pkg = patched_tree / source_manifest["package_dir"]
+    unpatched_pkg = source_tree / source_manifest["package_dir"]
+    key = env_key(version, [p["sha256"] for p in patch_manifest["patches"]], requirements)
+    env = ensure_env(cache_dir, key, requirements, patched_pkg, log)
+    venv = Path(env["path"])
+
+    started = time.monotonic()
+    patched = run_probe(venv, None, work_dir / "probe_patched.json", log)
+    unpatched = run_probe(venv, unpatched_pkg.parent, work_dir / "probe_unpatched.json", log)
+    reference = None
+    if reference_version:
+        ref_tree = cached_release_tree(reference_version, cache_dir, log)
+        reference = run_probe(venv, ref_tree, work_dir / f"probe_sglang_{reference_version}.json", log)
+    verdict = judge(patched, unpatched, reference, patched_pkg, unpatched_pkg, reference_version)
+    verdict.update(
+        sglang_version=version,
+        reference_version=reference_version,
+        env={**env, "key": key},
+        probe_seconds=round(time.monotonic() - started, 2),
+        patches=patch_manifest["patches"],
+        torch=patched.get("torch"),
+        probed_file=patched.get("sglang_file"),
+    )
+    return verdict
+
+
+def render_markdown(verdict: Dict[str, Any]) -> str:
+    lines = [
+        f"## patch_check: sglang {verdict['sglang_version']} + patch series, on a CPU",
+        "",
+        f"Overall: **{'PASS' if verdict['passed'] else 'FAIL'}** "
+        f"(the bug is visible on unpatched {verdict['sglang_version']}: {verdict['bug_visible_on_unpatched']})",
+        "",
+        "| tree | check | result | executed | detail |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for tree in ("patched", "unpatched"):
+        for c in verdict[tree]:
+            lines.append(
+                f"| {tree} | {c['check']} | {'pass' if c['passed'] else 'FAIL'} | "
+                f"{'yes (CPU)' if c['executed'] else 'no (source only)'} | {c['detail']} |"
+            )
+    lines += [
+        "",
+        f"On unpatched {verdict['sglang_version']} the checks are expected to fail: that is the bug.",
+        verdict["gpu_note"],
+        f"Check env: {verdict['env']['path']} ({'reused' if verdict['env']['reused'] else 'built'} in "
+        f"{verdict['env']['seconds']:.1f} s); probes {verdict['probe_seconds']} s; torch {verdict['torch']}.",
+    ]
+    return "\n".join(lines) + "\n"

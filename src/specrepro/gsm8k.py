@@ -1,0 +1,167 @@
+"""GSM8K with the semantics of sglang 0.5.20's `sglang.test.few_shot_gsm8k`.
+
+Shots are the test set's first `num_shots` items; the questions are its first
+`num_questions` (the shots included, as sglang does); prompt "Question: q\\nAnswer:"
+with "Question: q\\nAnswer: a\\n\\n" per shot; stop at "Question",
+"Assistant:", "<|separator|>"; the answer is the last integer of the output
+(commas dropped); no integer is INVALID.  Requests go to sglang's native
+`/generate`, `parallel` at a time, and every question's record is kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import requests
+
+INVALID = -9999999
+STOP = ["Question", "Assistant:", "<|separator|>"]
+
+
+class Gsm8kDataError(RuntimeError):
+    pass
+
+
+def answer_value(text: str) -> int:
+    numbers = re.findall(r"\d+", text.replace(",", ""))
+    if not numbers:
+        return INVALID
+    try:
+        return ast.literal_eval(numbers[-1])
+    except (SyntaxError, ValueError):
+        return INVALID
+
+
+def one_example(item: Dict[str, str], include_answer: bool) -> str:
+    text = "Question: " + item["question"] + "\nAnswer:"
+    if include_answer:
+        text += " " + item["answer"]
+    return text
+
+
+def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
+    return "".join(one_example(items[i], True) + "\n\n" for i in range(k))
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_test_set(data: Dict[str, Any], cache_dir: Path, offline: bool) -> List[Dict[str, str]]:
+    """The test file, verified against its sha256; downloaded once when allowed."""
+    path = Path(data["path"])
+    if not path.is_file():
+        if offline or not data.get("url"):
+            raise Gsm8kDataError(f"GSM8K test file {path} not found (offline: set benchmarks.*.gsm8k.test_data.path)")
+        path = cache_dir / "data" / f"gsm8k-test-{data['sha256'][:16]}.jsonl"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            with urllib.request.urlopen(data["url"], timeout=120) as resp, open(partial, "wb") as fh:
+                fh.write(resp.read())
+            partial.rename(path)
+    got = sha256_of(path)
+    if got != data["sha256"]:
+        raise Gsm8kDataError(f"GSM8K test file {path}: sha256 {got} != expected {data['sha256']} (test_data.sha256)")
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str]],
+              timeout_s: float = 600.0) -> Dict[str, Any]:
+    """Ask every question; return the per-question records and the summary."""
+    prefix = few_shot_prefix(items, settings["num_shots"])
+    questions = items[: settings["num_questions"]]
+    sampling = {"temperature": settings["temperature"], "max_new_tokens": settings["max_new_tokens"], "stop": STOP}
+    if settings.get("top_k") is not None:
+        sampling["top_k"] = settings["top_k"]
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(pool_connections=settings["parallel"], pool_maxsize=settings["parallel"])
+    session.mount("http://", adapter)
+
+    def ask(index: int) -> Dict[str, Any]:
+        prompt = prefix + one_example(questions[index], False)
+        label = answer_value(questions[index]["answer"])
+        start = time.perf_counter()
+        resp = session.post(f"{base_url}/generate", json={"text": prompt, "sampling_params": sampling},
+                            timeout=timeout_s)
+        latency = time.perf_counter() - start
+        if resp.status_code != 200:
+            raise RuntimeError(f"/generate answered {resp.status_code} for question {index}: {resp.text[:300]}")
+        try:
+            body = resp.json()
+            output = body["text"]
+            meta = body.get("meta_info") or {}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RuntimeError(f"/generate returned malformed JSON for question {index}: {resp.text[:300]!r}") from exc
+        pred = answer_value(output)
+        return {
+            "index": index,
+            "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+            "output": output,
+            "answer": pred,
+            "label": label,
+            "correct": pred == label,
+            "invalid": pred == INVALID,
+            "latency_s": latency,
+            "completion_tokens": meta.get("completion_tokens"),
+            "spec_verify_ct": meta.get("spec_verify_ct"),
+            "spec_accept_length": meta.get("spec_accept_length"),
+            "spec_accept_rate": meta.get("spec_accept_rate"),
+            "meta_info": meta,
+        }
+
+    started = time.time()
+    tic = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=settings["parallel"]) as pool:
+        records = list(pool.map(ask, range(len(questions))))
+    wall = time.perf_counter() - tic
+    n = len(records)
+    tokens = sum(r["completion_tokens"] or 0 for r in records)
+    return {
+        "records": records,
+        "summary": {
+            "questions": n,
+            "accuracy": sum(r["correct"] for r in records) / n,
+            "invalid_rate": sum(r["invalid"] for r in records) / n,
+            "correct": sum(r["correct"] for r in records),
+            "latency_s": wall,
+            "output_throughput": tokens / wall if wall > 0 else None,
+            "started_at": started,
+        },
+    }
+
+
+def write_outputs(result: Dict[str, Any], output_dir: Path) -> None:
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with open(output_dir / "questions.jsonl.tmp", "w") as fh:
+        for rec in result["records"]:
+            fh.write(json.dumps(rec) + "\n")
+    (output_dir / "questions.jsonl.tmp").replace(output_dir / "questions.jsonl")
+    (output_dir / "summary.json").write_text(json.dumps(result["summary"], indent=1))
+
+
+def cli(args, cfg: Optional[Dict[str, Any]] = None) -> int:
+    """`specrepro gsm8k`: one repeat against a running server."""
+    from specrepro.config import load_resolved
+
+    cfg = cfg or load_resolved(Path(args.config))
+    settings = cfg["benchmarks"][args.benchmark]["gsm8k"]
+    items = load_test_set(settings["test_data"], Path(cfg["cache_dir"]), cfg.get("offline", False))
+    result = run_gsm8k(args.base_url.rstrip("/"), settings, items, cfg["serve"]["request_timeout_s"])
+    write_outputs(result, Path(args.output_dir))
+    s = result["summary"]
+    print(f"Accuracy: {s['accuracy']:.3f}\nInvalid: {s['invalid_rate']:.3f}\nLatency: {s['latency_s']:.3f} s")
+    return 0

@@ -1,0 +1,56 @@
+"""Report figures as base64 PNGs (matplotlib, no display)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Any, Dict, List
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+BAR_METRICS = [("gsm8k", "accept_length"), ("gsm8k", "accuracy"), ("bench_serving", "mean_tpot_ms"),
+               ("bench_serving", "output_throughput")]
+
+
+def _png(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def bars_with_ci(analysis: Dict[str, Any]) -> List[str]:
+    out = []
+    for bench, metric in BAR_METRICS:
+        rows = [s for s in analysis["summary"] if s["benchmark"] == bench and s["metric"] == metric]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3))
+        means = [r["mean"] for r in rows]
+        errs = [(r["ci_high"] - r["mean"]) if math.isfinite(r["ci_high"]) else 0 for r in rows]
+        ax.bar([r["arm"] for r in rows], means, yerr=errs, capsize=4)
+        ax.set_title(f"{bench}: {metric} (mean, 95% CI)")
+        ax.tick_params(axis="x", labelrotation=30)
+        out.append(_png(fig))
+    return out
+
+
+def tpot_distributions(requests) -> List[str]:
+    if requests is None or requests.empty or "itls_ms" not in requests.columns:
+        return []
+    data = requests[requests["itls_ms"].notna()]
+    if data.empty:
+        return []
+    fig, ax = plt.subplots(figsize=(6, 3))
+    for arm, g in data.groupby("arm", sort=False):
+        values = [x for lst in g["itls_ms"] for x in list(lst)]
+        if values:
+            ax.hist(values, bins=60, histtype="step", label=arm)
+    ax.set_xlabel("per-token latency (ms)")
+    ax.set_title("bench_serving per-token latency by arm")
+    ax.legend(fontsize=7)
+    return [_png(fig)]

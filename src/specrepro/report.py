@@ -1,0 +1,150 @@
+"""Markdown and HTML reports: what ran, on what, and what it shows."""
+
+from __future__ import annotations
+
+import json
+import math
+from html import escape
+from pathlib import Path
+from typing import Any, Dict, List
+
+GPU_STATEMENT = (
+    "What needs a GPU: the image build on the GPU platform, one sglang server per arm with the "
+    "model's weights, and the GSM8K and bench_serving measurements against it. Those stages were "
+    "not run by this command; on a CPU machine specrepro runs the source, patch and patch_check "
+    "stages for real (the patched sglang functions execute on CPU tensors) and checks the CUDA-graph "
+    "half of the patch in source only."
+)
+
+
+def cpu_stages_report(cfg: Dict[str, Any], verdict_paths: List[Path]) -> str:
+    lines = [
+        f"# {cfg['experiment']['name']}: CPU stages",
+        "",
+        f"sglang {cfg['sglang']['version']} ({cfg['sglang']['git_ref']}), model {cfg['model']['name']}, "
+        f"platform {cfg['platform']['name']}.",
+        "",
+    ]
+    for path in verdict_paths:
+        md = Path(path).with_suffix(".md")
+        lines.append(md.read_text() if md.is_file() else json.dumps(json.loads(Path(path).read_text()), indent=1))
+    lines += ["## What was not run here", "", GPU_STATEMENT, ""]
+    return "\n".join(lines)
+
+
+def _fmt(value, digits=3):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def _cell(summary: Dict, arm: str, bench: str, metric: str, digits: int = 3) -> str:
+    s = summary.get((arm, bench, metric))
+    if not s:
+        return "not run"
+    half = (s["ci_high"] - s["ci_low"]) / 2 if math.isfinite(s["ci_high"]) else math.inf
+    pm = f" ± {half:.{digits}f}" if math.isfinite(half) else " (n=1)"
+    return f"{s['mean']:.{digits}f}{pm}"
+
+
+def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """The seed's two tables in its shape: every cell mean ± 95% CI, the seed's figure beside it."""
+    summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
+    ref = cfg["experiment"].get("reference") or {}
+    arms = list(cfg["experiment"]["arms"])
+    lines = ["### GSM8K (accept length is the metric the fix moves)", "",
+             "| arm | accept len | seed | accuracy | seed | invalid | seed |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for arm in arms:
+        r = ref.get(arm, {}).get("gsm8k", {})
+        lines.append(f"| {arm} | {_cell(summary, arm, 'gsm8k', 'accept_length')} | {_fmt(r.get('accept_length'))} | "
+                     f"{_cell(summary, arm, 'gsm8k', 'accuracy')} | {_fmt(r.get('accuracy'))} | "
+                     f"{_cell(summary, arm, 'gsm8k', 'invalid_rate')} | {_fmt(r.get('invalid_rate'))} |")
+    lines += ["", "### bench_serving (read mean TPOT, not median)", "",
+              "| arm | mean TPOT (ms) | seed | median TPOT (ms) | output tok/s | seed |", "| --- | --- | --- | --- | --- | --- |"]
+    for arm in arms:
+        r = ref.get(arm, {}).get("bench_serving", {})
+        lines.append(f"| {arm} | {_cell(summary, arm, 'bench_serving', 'mean_tpot_ms', 2)} | {_fmt(r.get('mean_tpot_ms'), 2)} | "
+                     f"{_cell(summary, arm, 'bench_serving', 'median_tpot_ms', 2)} | "
+                     f"{_cell(summary, arm, 'bench_serving', 'output_throughput', 1)} | {_fmt(r.get('output_throughput'), 1)} |")
+    return "\n".join(lines)
+
+
+def claims_table(analysis: Dict[str, Any]) -> str:
+    lines = ["| claim | verdict | numbers |", "| --- | --- | --- |"]
+    for c in analysis["claims"]:
+        lines.append(f"| {c['text'] or c['id']} | **{c['verdict']}** | {c.get('detail', '')} |")
+    return "\n".join(lines)
+
+
+def noise_table(analysis: Dict[str, Any]) -> str:
+    lines = ["| benchmark | metric | noise floor (CV) | from |", "| --- | --- | --- | --- |"]
+    for n in analysis["noise_floors"]:
+        floor = n["noise_floor"]
+        lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | {n['source']} |")
+    return "\n".join(lines)
+
+
+def executed_statement(cfg: Dict[str, Any], runs: "pd.DataFrame") -> str:
+    plat = cfg["platform"]
+    if plat["accelerator"] == "none":
+        return ("**Where this ran:** platform `{}` without an accelerator. The servers here were not sglang "
+                "on a GPU, so the numbers below say nothing about the change's performance; they prove the "
+                "pipeline.".format(plat["name"]))
+    return f"**Where this ran:** platform `{plat['name']}` ({plat.get('gpu_model') or plat['accelerator']})."
+
+
+def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
+                    markdown: Path, html: Path, analysis_json: Path, log=None) -> Dict[str, Any]:
+    import pandas as pd
+    import yaml
+
+    from specrepro.analysis.verdicts import analyze
+
+    runs = pd.read_csv(runs_csv)
+    requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
+    claims = yaml.safe_load(Path(claims_path).read_text())["claims"] if claims_path else []
+    analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
+                       cfg["experiment"].get("reference_repeats"))
+    analysis_json.parent.mkdir(parents=True, exist_ok=True)
+    analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
+    warnings = [b["per_token"]["warning"] for b in analysis["tpot_bimodality"] if b["per_token"]["warning"]]
+    parts = [
+        f"# {cfg['experiment']['name']}: results",
+        "",
+        executed_statement(cfg, runs),
+        "",
+        f"sglang {cfg['sglang']['version']}, model {cfg['model']['name']}, baseline arm `{analysis['baseline']}`, "
+        f"{cfg['experiment']['repeats']} repeats per benchmark, one server per arm.",
+        "",
+        seed_tables(cfg, analysis),
+        "",
+        "### Claims",
+        "",
+        claims_table(analysis),
+        "",
+        "### Noise floors",
+        "",
+        noise_table(analysis),
+    ]
+    if warnings:
+        parts += ["", "### TPOT distribution", ""] + [f"- {w}" for w in warnings]
+    for v in verdicts:
+        md = Path(v).with_suffix(".md")
+        if md.is_file():
+            parts += ["", md.read_text()]
+    text = "\n".join(parts) + "\n"
+    markdown.write_text(text)
+    html.write_text(render_html(text, runs, requests, analysis))
+    return analysis
+
+
+def render_html(markdown_text: str, runs, requests, analysis) -> str:
+    from specrepro.plots import bars_with_ci, tpot_distributions
+
+    body = [f"<pre style='white-space: pre-wrap'>{escape(markdown_text)}</pre>"]
+    for fig in bars_with_ci(analysis):
+        body.append(f"<img alt='per-arm bars' src='data:image/png;base64,{fig}'/>")
+    for fig in tpot_distributions(requests):
+        body.append(f"<img alt='TPOT distribution' src='data:image/png;base64,{fig}'/>")
+    return "<!doctype html><html><head><meta charset='utf-8'><title>specrepro report</title></head><body>" + \
+        "\n".join(body) + "</body></html>\n"

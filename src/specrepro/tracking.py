@@ -1,0 +1,166 @@
+"""MLflow: one experiment per campaign, a parent run, child runs per stage/arm/run.
+
+Every run carries a stable key tag (`specrepro.key`); logging the same thing
+again finds its run by that key and updates it, so reruns and the later
+`specrepro log` never duplicate.  The default store is an SQLite file under
+the campaign's results folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional
+
+KEY_TAG = "specrepro.key"
+SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL)", re.I)
+
+
+def tracking_uri(cfg: Dict[str, Any]) -> str:
+    uri = cfg["tracking"].get("uri") or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{Path(cfg['results_dir']).resolve()}/mlflow.db"
+
+
+def secret_values() -> List[str]:
+    """Values of secret-looking environment variables: never written anywhere."""
+    return [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 4]
+
+
+def redact(text: str, secrets: Optional[Iterable[str]] = None) -> str:
+    for value in secrets if secrets is not None else secret_values():
+        text = text.replace(value, "***")
+    return text
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(client, name: str, artifact_root: Path) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    return client.create_experiment(name, artifact_location=artifact_root.resolve().as_uri())
+
+
+def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Optional[str] = None) -> str:
+    found = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'", max_results=2)
+    if found:
+        return found[0].info.run_id
+    tags = {KEY_TAG: key}
+    if parent_id:
+        tags["mlflow.parentRunId"] = parent_id
+    return client.create_run(exp_id, tags=tags, run_name=name).info.run_id
+
+
+def _flatten(prefix: str, value: Any, out: Dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    elif isinstance(value, list):
+        out[prefix] = json.dumps(value)[:6000]
+    else:
+        out[prefix] = str(value)[:6000]
+
+
+def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float], tags: Dict[str, str]) -> None:
+    """Params, metrics and tags in batches; params that already hold the same value are skipped."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    secrets = secret_values()
+    existing = client.get_run(run_id).data.params
+    flat: Dict[str, str] = {}
+    _flatten("", params, flat)
+    new_params = [Param(k[:250], redact(v, secrets)) for k, v in flat.items() if existing.get(k[:250]) != redact(v, secrets)]
+    import time as _time
+
+    now = int(_time.time() * 1000)
+    metric_objs = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+    tag_objs = [RunTag(k, redact(str(v), secrets)) for k, v in tags.items() if v is not None]
+    for i in range(0, max(len(new_params), len(metric_objs), len(tag_objs)), 100):
+        client.log_batch(run_id, metrics=metric_objs[i : i + 100], params=new_params[i : i + 100], tags=tag_objs[i : i + 100])
+
+
+def host_tags() -> Dict[str, str]:
+    tags = {"host": socket.gethostname(), "python": platform.python_version(), "os": platform.platform()}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                                cwd=Path(__file__).parent).stdout.strip()
+        if commit:
+            tags["project_git_commit"] = commit
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return tags
+
+
+class CampaignTracker:
+    """Logs a campaign's results from disk; safe to call any number of times."""
+
+    def __init__(self, cfg: Dict[str, Any]):
+        from specrepro.config import config_hash
+
+        self.cfg = cfg
+        self.uri = tracking_uri(cfg)
+        self.client = _client(self.uri)
+        results = Path(cfg["results_dir"])
+        self.exp_id = experiment_id(self.client, cfg["tracking"]["experiment_name"], results / "mlartifacts")
+        self.config_hash = config_hash(cfg)
+        self.campaign_key = f"campaign:{cfg['experiment']['name']}:{self.config_hash}"
+        self.parent = find_or_create_run(self.client, self.exp_id, self.campaign_key, cfg["experiment"]["name"])
+        _log(
+            self.client,
+            self.parent,
+            {"sglang": cfg["sglang"], "model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
+             "repeats": cfg["experiment"]["repeats"]},
+            {},
+            {"config_hash": self.config_hash, "campaign": cfg["experiment"]["name"], **host_tags()},
+        )
+        resolved = results / "resolved_config.yaml"
+        if resolved.is_file():
+            self.artifact(self.parent, resolved, "config")
+
+    def child(self, key: str, name: str) -> str:
+        return find_or_create_run(self.client, self.exp_id, f"{self.campaign_key}:{key}", name, self.parent)
+
+    def log(self, run_id: str, params=None, metrics=None, tags=None) -> None:
+        _log(self.client, run_id, params or {}, metrics or {}, {"config_hash": self.config_hash, **(tags or {})})
+
+    def artifact(self, run_id: str, path: Path, artifact_path: Optional[str] = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status)
+
+    def log_patch_check(self, verdict_path: Path) -> str:
+        verdict = json.loads(Path(verdict_path).read_text())
+        series = Path(verdict_path).parent.name
+        run = self.child(f"patch_check:{series}", f"patch_check/{series}")
+        metrics = {f"check.{c['check']}": float(c["passed"]) for c in verdict["patched"]}
+        metrics.update({f"unpatched.{c['check']}": float(c["passed"]) for c in verdict["unpatched"]})
+        metrics["passed"] = float(verdict["passed"])
+        metrics["bug_visible_on_unpatched"] = float(verdict["bug_visible_on_unpatched"])
+        for c in verdict["patched"] + verdict["unpatched"]:
+            if "non_argmax" in c:
+                metrics[f"{'patched' if c in verdict['patched'] else 'unpatched'}.greedy_non_argmax_rows"] = c["non_argmax"]
+        self.log(
+            run,
+            params={"sglang_version": verdict["sglang_version"], "reference_version": verdict["reference_version"],
+                    "patches": {p["patch"]: p["sha256"] for p in verdict["patches"]}},
+            metrics=metrics,
+            tags={"stage": "patch_check", "executed_on": "cpu", "gpu_note": verdict["gpu_note"]},
+        )
+        self.artifact(run, verdict_path, "patch_check")
+        md = Path(verdict_path).with_suffix(".md")
+        if md.is_file():
+            self.artifact(run, md, "patch_check")
+        self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
+        return run

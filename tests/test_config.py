@@ -1,0 +1,143 @@
+"""Composition of every config option, the plan's command lines, and rejected configs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specrepro.campaign import Campaign
+from specrepro.config import CONF_DIR, PROJECT_ROOT, ConfigError, compose
+
+GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("model", "platform", "sglang", "experiment", "bench")}
+
+
+def test_every_group_has_options():
+    for group, options in GROUPS.items():
+        assert options, f"conf/{group} has no options"
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in ("model", "platform", "sglang", "experiment") for o in GROUPS[g]])
+def test_every_option_composes(group, option):
+    cfg = compose([f"{group}={option}"])
+    assert cfg[group if group != "experiment" else "experiment"]
+    Campaign(cfg).describe_plan()
+
+
+@pytest.mark.parametrize("option", GROUPS["bench"])
+def test_every_bench_option_composes(option):
+    cfg = compose([f"+bench@benchmarks.extra_{option}={option}"])
+    assert cfg["benchmarks"][f"extra_{option}"]["kind"] in {"gsm8k", "bench_serving"}
+
+
+def test_seed_campaign_values():
+    cfg = compose()
+    exp = cfg["experiment"]
+    assert cfg["sglang"]["version"] == "0.5.20"
+    assert set(exp["arms"]) == {"main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg"}
+    assert exp["repeats"] == 3
+    g = cfg["benchmarks"]["gsm8k"]["gsm8k"]
+    assert (g["num_questions"], g["num_shots"], g["temperature"], g["parallel"]) == (200, 5, 0.0, 8)
+    s = cfg["benchmarks"]["bench_serving"]["serving"]
+    assert (s["dataset_name"], s["input_len"], s["output_len"], s["num_prompts"], s["max_concurrency"]) == ("random", 1024, 512, 12, 1)
+    assert cfg["benchmarks"]["gsm8k_sampled"]["gsm8k"]["temperature"] == 1.0
+    assert exp["reference"]["pr_rs_on"]["gsm8k"]["accept_length"] == 3.882
+    assert cfg["tracking"]["uri"] is None
+
+
+SEED_FLAGS = [
+    "--speculative-algorithm EAGLE", "--speculative-num-steps 5", "--speculative-eagle-topk 1",
+    "--speculative-num-draft-tokens 6", "--tp-size 4", "--ep-size 4", "--kv-cache-dtype fp8_e4m3",
+    "--dsa-prefill-backend tilelang", "--dsa-decode-backend tilelang", "--max-running-requests 8",
+    "--cuda-graph-max-bs-decode 8", "--trust-remote-code",
+]
+
+
+def _server_line(plan: str, arm: str) -> str:
+    section = plan.split(f"## arm {arm}:")[1]
+    return next(line for line in section.splitlines() if line.startswith("server: "))
+
+
+def test_plan_server_commands_carry_the_seed_flags():
+    plan = Campaign(compose()).describe_plan()
+    pr = _server_line(plan, "pr_rs_on")
+    off = _server_line(plan, "main_rs_off")
+    for flag in SEED_FLAGS:
+        assert flag in pr, flag
+        assert flag in off, flag
+    assert "--speculative-use-rejection-sampling" in pr
+    assert "--speculative-use-rejection-sampling" not in off
+    assert "--disable-cuda-graph" in _server_line(plan, "pr_rs_on_nocg")
+    assert "-m sglang.launch_server" in pr
+    assert " --tp " not in pr  # canonical spellings only
+
+
+def test_plan_cli_prints_commands_and_dag():
+    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "plan"], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "server: " in out.stdout and "sglang.benchmark.serving" in out.stdout
+    assert "serve_bench" in out.stdout and "patch_check" in out.stdout
+
+
+def test_other_model_and_external_model_dir(tmp_path):
+    cfg = compose(["model=llama31_8b_eagle3"])
+    assert "--speculative-algorithm EAGLE3" in _server_line(Campaign(cfg).describe_plan(), "pr_rs_on")
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "my_qwen.yaml").write_text(textwrap.dedent("""
+        name: my_qwen
+        gpus: 2
+        server_args:
+          model_path: /models/qwen
+          tp_size: 2
+          speculative_algorithm: EAGLE
+          speculative_num_steps: 3
+    """))
+    cfg = compose([f"hydra.searchpath=[file://{tmp_path}]", "model=my_qwen"])
+    line = _server_line(Campaign(cfg).describe_plan(), "main_rs_off")
+    assert "--model-path /models/qwen" in line and "--tp-size 2" in line
+
+
+BAD = [
+    (["model=no_such_model"], "model"),
+    (["platform=tpu"], "platform"),
+    (["experiment.repeats=0"], "experiment.repeats"),
+    (["experiment.repeats=three"], "repeats"),
+    (["serve.port=80"], "serve.port"),
+    (["serve.port=70000"], "serve.port"),
+    (["experiment.baseline_arm=nope"], "experiment.baseline_arm"),
+    (["experiment.arms.pr_rs_on.patch_series=missing"], "experiment.arms.pr_rs_on.patch_series"),
+    (["experiment.arms.pr_rs_on.benchmarks=[gsm8k,mmlu]"], "'mmlu' is not a defined benchmark"),
+    (["+model.server_args.tp=4"], "did you mean --tp-size"),
+    (["+model.server_args.no_such_flag=1"], "--no-such-flag"),
+    (["+experiment.arms.pr_rs_on.extra_server_args.speculative_use_rejection_samplin=true"], "speculative_use_rejection_samplin"),
+    (["model.server_args.trust_remote_code=yes"], "is a switch"),
+    (["+model.server_args.port=1234"], "set by specrepro"),
+    (["model.gpus=16"], "model.gpus"),
+    (["platform.container_runtime=lxc"], "platform.container_runtime"),
+    (["benchmarks.gsm8k.gsm8k.num_questions=0"], "benchmarks.gsm8k.gsm8k.num_questions"),
+    (["benchmarks.bench_serving.serving.range_ratio=1.5"], "range_ratio"),
+    (["benchmarks.gsm8k.kind=mmlu"], "benchmarks.gsm8k.kind"),
+    (["+experiment.unknown_key=1"], "unknown_key"),
+    (["sglang.version=9.9.9"], "sglang.version"),
+    (["experiment.patch_series.eagle_topk=[{url: 'https://example.invalid/x.diff'}]"], "sha256"),
+    (["model.name=???"], "model.name"),
+    (["experiment.name=../escape"], "experiment.name"),
+]
+
+
+@pytest.mark.parametrize("overrides,expected", BAD, ids=[b[1] for b in BAD])
+def test_bad_config_is_rejected_naming_the_key(overrides, expected):
+    with pytest.raises(ConfigError) as info:
+        compose(overrides)
+    assert expected in str(info.value)
+
+
+def test_cli_rejects_bad_config_with_nonzero_exit():
+    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "plan", "experiment.repeats=0"],
+                         capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert out.returncode == 2
+    assert "experiment.repeats" in out.stderr and "Traceback" not in out.stderr

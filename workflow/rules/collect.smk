@@ -1,0 +1,12 @@
+rule collect:
+    input:
+        arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),
+    output:
+        runs=f"{R}/tables/runs.csv",
+        requests=f"{R}/tables/requests.parquet",
+    log:
+        f"{R}/logs/collect.log",
+    resources:
+        gpus=0,
+    script:
+        "../scripts/collect.py"

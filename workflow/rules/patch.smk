@@ -1,0 +1,18 @@
+rule patch:
+    input:
+        manifest=f"{R}/source/{{ref}}/manifest.json",
+        tree=f"{R}/source/{{ref}}/tree",
+        patches=lambda w: CAMPAIGN.local_patch_files(w.series),
+    output:
+        manifest=f"{R}/patch/{{ref}}/{{series}}/manifest.json",
+        tree=directory(f"{R}/patch/{{ref}}/{{series}}/tree"),
+    params:
+        entries=lambda w: CAMPAIGN.experiment["patch_series"][w.series],
+        project_root=str(CAMPAIGN.project_root),
+        cache_dir=str(CAMPAIGN.cache_dir),
+    log:
+        f"{R}/logs/patch/{{ref}}/{{series}}.log",
+    resources:
+        gpus=0,
+    script:
+        "../scripts/patch.py"

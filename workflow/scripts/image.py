@@ -1,0 +1,13 @@
+from pathlib import Path
+
+from specrepro.image import image_stage
+
+with open(snakemake.log[0], "w") as log:
+    image_stage(
+        snakemake.config,
+        arm=snakemake.wildcards.arm,
+        tree_manifest=Path(snakemake.input.tree_manifest),
+        verdicts=[Path(v) for v in snakemake.input.verdicts],
+        output=Path(snakemake.output[0]),
+        log=log,
+    )

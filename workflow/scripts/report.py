@@ -1,0 +1,16 @@
+from pathlib import Path
+
+from specrepro.report import campaign_report
+
+with open(snakemake.log[0], "w") as log:
+    campaign_report(
+        snakemake.config,
+        runs_csv=Path(snakemake.input.runs),
+        requests_parquet=Path(snakemake.input.requests),
+        verdicts=[Path(v) for v in snakemake.input.verdicts],
+        claims_path=Path(snakemake.params.claims) if snakemake.params.claims else None,
+        markdown=Path(snakemake.output.markdown),
+        html=Path(snakemake.output.html),
+        analysis_json=Path(snakemake.output.analysis),
+        log=log,
+    )
