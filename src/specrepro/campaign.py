@@ -153,6 +153,7 @@ class Campaign:
         return [
             "specrepro", "gsm8k", "--base-url", base_url, "--benchmark", benchmark,
             "--repeat", str(repeat), "--output-dir", output_dir,
+            "--config", str(self.results_dir / "resolved_config.yaml"),
         ]
 
     def bench_argv(self, run: BenchRun, base_url: str, output_dir: str) -> List[str]:

@@ -164,3 +164,59 @@ class CampaignTracker:
             self.artifact(run, md, "patch_check")
         self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
         return run
+
+    def log_results(self, results_dir: Path) -> Dict[str, str]:
+        """Arms and (arm, benchmark, repeat) runs from the results folder."""
+        from specrepro.campaign import Campaign
+
+        campaign = Campaign(self.cfg)
+        created: Dict[str, str] = {}
+        plat = self.cfg["platform"]
+        platform_tags = {"platform": plat["name"], "gpu_model": plat.get("gpu_model") or "none",
+                         "accelerator": plat["accelerator"], "gpu_count": str(self.cfg["model"]["gpus"])}
+        for arm in campaign.arms:
+            arm_dir = campaign.arm_dir(arm)
+            arm_record_path = arm_dir / "arm.json"
+            if not arm_record_path.is_file():
+                continue
+            arm_record = json.loads(arm_record_path.read_text())
+            arm_run = self.child(f"arm:{arm}", arm)
+            image = arm_record.get("image") or {}
+            self.log(arm_run,
+                     params={"sglang_ref": campaign.ref_of(arm), "patch_series": campaign.series_of(arm) or "none",
+                             "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
+                             "server_args": campaign.server_args(arm)},
+                     tags={**platform_tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
+                           "image_digest": image.get("image_digest", "")})
+            if (arm_dir / "server.log").is_file():
+                self.artifact(arm_run, arm_dir / "server.log", "server")
+            created[f"arm:{arm}"] = arm_run
+            for run in campaign.bench_runs(arm):
+                path = arm_dir / run.stem / "run.json"
+                if not path.is_file():
+                    continue
+                record = json.loads(path.read_text())
+                run_id = self.child(f"run:{arm}:{run.benchmark}:{run.repeat}", f"{arm}/{run.benchmark}/r{run.repeat}")
+                bench = campaign.benchmark(run.benchmark)
+                agreement = record["accept_length_sources"]["agreement"]
+                self.log(run_id,
+                         params={"benchmark": bench, "repeat": run.repeat, "arm": arm},
+                         metrics={k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))},
+                         tags={**platform_tags, "arm": arm, "benchmark": run.benchmark, "server_launch": record["server_launch"],
+                               "mlflow.parentRunId": arm_run,
+                               "accept_length_sources_agree": str(agreement["agree"])})
+                for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
+                    if (arm_dir / run.stem / name).is_file():
+                        self.artifact(run_id, arm_dir / run.stem / name, "outputs")
+                self.finish(run_id)
+                created[f"run:{arm}:{run.benchmark}:{run.repeat}"] = run_id
+            self.finish(arm_run)
+        report_dir = results_dir / "report"
+        for name in ("report.md", "report.html", "analysis.json"):
+            if (report_dir / name).is_file():
+                self.artifact(self.parent, report_dir / name, "report")
+        for name in ("runs.csv", "requests.parquet"):
+            if (results_dir / "tables" / name).is_file():
+                self.artifact(self.parent, results_dir / "tables" / name, "tables")
+        self.finish(self.parent)
+        return created

@@ -1,0 +1,68 @@
+"""Shared fixtures: the real CPU stages run once per session; stand-in assets."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
+
+
+def specrepro(*args, env=None, check=True, timeout=3600):
+    """Run the real CLI as a user would."""
+    proc = subprocess.run([sys.executable, "-m", "specrepro.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"specrepro {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def cpu_campaign(tmp_path_factory):
+    """`specrepro run --cpu-only` on the default campaign: source -> patch -> patch_check -> MLflow."""
+    results = tmp_path_factory.mktemp("cpu_campaign")
+    proc = specrepro("run", "--cpu-only", f"results_dir={results}")
+    verdict = json.loads(next(results.glob("patch_check/*/*/verdict.json")).read_text())
+    return {"results": results, "verdict": verdict, "stdout": proc.stdout}
+
+
+@pytest.fixture(scope="session")
+def check_python(cpu_campaign):
+    """The CPU check env's Python: it holds sglang 0.5.20's real bench_serving client."""
+    return Path(cpu_campaign["verdict"]["env"]["path"]) / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def standin_assets(check_python, tmp_path_factory):
+    out = tmp_path_factory.mktemp("standin_assets")
+    subprocess.run([str(check_python), str(ROOT / "tests" / "standin" / "make_assets.py"),
+                    str(SHARED_GSM8K / "train.jsonl"), str(out)], check=True)
+    return out
+
+
+def write_behaviour(path: Path, assets: Path, **overrides) -> Path:
+    behaviour = {"tokenizer_path": str(assets / "tokenizer"), "gsm8k_test": str(SHARED_GSM8K / "test.jsonl"), **overrides}
+    path.write_text(json.dumps(behaviour))
+    return path
+
+
+def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs_on", "pr_rs_on")) -> list:
+    """A small campaign on the stand-in platform: the seed's arms, short benchmarks."""
+    all_arms = ["main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg"]
+    out = [f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]", "platform=standin", f"results_dir={results}",
+           "benchmarks.gsm8k.repeats=1", "benchmarks.gsm8k.gsm8k.num_questions=24",
+           "benchmarks.bench_serving.serving.input_len=64", "benchmarks.bench_serving.serving.output_len=32",
+           "benchmarks.bench_serving.serving.num_prompts=4",
+           f"benchmarks.bench_serving.serving.dataset_path={assets / 'sharegpt.json'}",
+           "serve.ready_timeout_s=60", "serve.shutdown_grace_s=5", "serve.warmup_requests=1"]
+    out += [f"~experiment.arms.{a}" for a in all_arms if a not in arms]
+    out += [f"experiment.arms.{a}.benchmarks=[gsm8k,bench_serving]" for a in arms]
+    if "main_rs_off" not in arms:
+        out.append(f"experiment.baseline_arm={arms[0]}")
+    return out

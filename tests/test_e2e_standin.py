@@ -1,0 +1,116 @@
+"""The whole DAG on a CPU: 3 arms x (GSM8K + 3 bench_serving repeats) against the stand-in.
+
+The stand-in replaces only the GPU server; Snakemake, the patch stages, the
+bench_serving client (sglang 0.5.20's own), MLflow and the analysis are real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pandas as pd
+import pytest
+
+from conftest import specrepro, standin_overrides, write_behaviour
+
+pytestmark = pytest.mark.e2e
+
+
+def standin_processes() -> list:
+    out = subprocess.run(["pgrep", "-f", "sglang_standin.py"], capture_output=True, text=True).stdout
+    return out.split()
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory, standin_assets, check_python):
+    results = tmp_path_factory.mktemp("standin_campaign")
+    behaviour = write_behaviour(results.parent / "behaviour.json", standin_assets)
+    env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
+    overrides = standin_overrides(results, standin_assets)
+    proc = specrepro("run", *overrides, env=env, timeout=3000)
+    return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr}
+
+
+def test_one_server_launch_per_arm(campaign):
+    arms_dir = campaign["results"] / "arms"
+    assert sorted(p.name for p in arms_dir.iterdir()) == ["main_rs_off", "main_rs_on", "pr_rs_on"]
+    launches = [line for arm in arms_dir.iterdir() for line in (arm / "launches.jsonl").read_text().splitlines()]
+    assert len(launches) == 3
+    for arm in arms_dir.iterdir():
+        log = (arm / "server.log").read_text()
+        assert log.count("# specrepro launch") == 1
+        assert "The server is fired up and ready to roll!" in log
+        # every repeat ran against that one server
+        runs = [json.loads(p.read_text()) for p in arm.glob("*/r*/run.json")]
+        assert len(runs) == 4 and len({r["server_launch"] for r in runs}) == 1
+
+
+def test_no_server_left_behind(campaign):
+    assert standin_processes() == []
+
+
+def test_tidy_tables(campaign):
+    runs = pd.read_csv(campaign["results"] / "tables" / "runs.csv")
+    assert list(runs.columns[:6]) == ["arm", "benchmark", "repeat", "metric", "value", "unit"]
+    serving = runs[(runs.benchmark == "bench_serving") & (runs.metric == "mean_tpot_ms")]
+    assert sorted(serving.groupby("arm")["repeat"].apply(sorted).tolist()) == [[1, 2, 3]] * 3
+    gsm = runs[(runs.benchmark == "gsm8k") & (runs.metric == "accuracy")]
+    assert len(gsm) == 3 and gsm["value"].between(0.5, 1.0).all()
+    requests = pd.read_parquet(campaign["results"] / "tables" / "requests.parquet")
+    assert {"arm", "benchmark", "repeat", "request"} <= set(requests.columns)
+    assert len(requests[requests.benchmark == "gsm8k"]) == 3 * 24
+    questions = (campaign["results"] / "arms" / "pr_rs_on" / "gsm8k" / "r1" / "questions.jsonl").read_text().splitlines()
+    record = json.loads(questions[0])
+    assert {"index", "prompt_sha256", "output", "answer", "correct", "invalid", "latency_s", "completion_tokens",
+            "spec_verify_ct"} <= set(record)
+
+
+def test_three_accept_length_sources_agree(campaign):
+    for run_json in (campaign["results"] / "arms").glob("*/gsm8k/r1/run.json"):
+        run = json.loads(run_json.read_text())
+        sources = run["accept_length_sources"]
+        assert set(sources["agreement"]["sources"]) == {"decode_log", "meta_info", "metrics"}, run_json
+        assert sources["agreement"]["agree"] is True, sources
+        assert sources["decode_log"]["lines"] > 0
+
+
+def test_patched_arm_restores_accept_length(campaign):
+    runs = pd.read_csv(campaign["results"] / "tables" / "runs.csv")
+    al = runs[(runs.benchmark == "gsm8k") & (runs.metric == "accept_length")].set_index("arm")["value"]
+    # The stand-in reads the sglang tree each arm serves: the patch stage's output reached pr_rs_on only.
+    assert al["pr_rs_on"] > al["main_rs_on"] * 1.15
+    assert abs(al["pr_rs_on"] - al["main_rs_off"]) / al["main_rs_off"] < 0.05
+
+
+def test_report_and_verdicts(campaign):
+    report = (campaign["results"] / "report" / "report.md").read_text()
+    assert "| pr_rs_on |" in report and "REPRODUCED" in report
+    assert "were not sglang on a GPU" in report
+    analysis = json.loads((campaign["results"] / "report" / "analysis.json").read_text())
+    verdicts = {c["id"]: c["verdict"] for c in analysis["claims"]}
+    assert verdicts["rs_costs_accept_length"] == "REPRODUCED"
+    assert verdicts["pr_raises_accept_length"] == "REPRODUCED"
+    assert verdicts["nocg_fixed_without_patch"] == "INCONCLUSIVE"  # those arms were not run here
+    html = (campaign["results"] / "report" / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3
+
+
+def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{campaign['results']}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("specrepro/eagle_topk_greedy")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    names = sorted(r.info.run_name for r in runs)
+    assert "pr_rs_on" in names and "pr_rs_on/bench_serving/r3" in names
+    arm_run = next(r for r in runs if r.info.run_name == "pr_rs_on")
+    assert arm_run.data.params["server_args.speculative_use_rejection_sampling"] == "True"
+    child = next(r for r in runs if r.info.run_name == "pr_rs_on/gsm8k/r1")
+    for metric in ("accept_length", "accept_length_decode_log", "accept_length_meta_info", "accuracy", "invalid_rate"):
+        assert metric in child.data.metrics
+    assert "config_hash" in child.data.tags
+    before = len(runs)
+    specrepro("run", *campaign["overrides"], "--", "--forcerun", "track_campaign", env=campaign["env"])
+    assert len(client.search_runs([exp.experiment_id], max_results=1000)) == before
