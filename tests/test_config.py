@@ -75,11 +75,13 @@ def test_plan_server_commands_carry_the_seed_flags():
     assert " --tp " not in pr  # canonical spellings only
 
 
-def test_plan_cli_prints_commands_and_dag():
-    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "plan"], capture_output=True, text=True, cwd=PROJECT_ROOT)
+def test_plan_cli_prints_commands_and_dag(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "plan", f"results_dir={tmp_path}"],
+                         capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert out.returncode == 0, out.stderr
     assert "server: " in out.stdout and "sglang.benchmark.serving" in out.stdout
     assert "serve_bench" in out.stdout and "patch_check" in out.stdout
+    assert not any(tmp_path.iterdir()), "plan must not run or write anything"
 
 
 def test_other_model_and_external_model_dir(tmp_path):
@@ -121,7 +123,7 @@ BAD = [
     (["benchmarks.gsm8k.gsm8k.num_questions=0"], "benchmarks.gsm8k.gsm8k.num_questions"),
     (["benchmarks.bench_serving.serving.range_ratio=1.5"], "range_ratio"),
     (["benchmarks.gsm8k.kind=mmlu"], "benchmarks.gsm8k.kind"),
-    (["+experiment.unknown_key=1"], "unknown_key"),
+    (["experiment.repeets=3"], "repeets"),
     (["sglang.version=9.9.9"], "sglang.version"),
     (["experiment.patch_series.eagle_topk=[{url: 'https://example.invalid/x.diff'}]"], "sha256"),
     (["model.name=???"], "model.name"),
@@ -141,3 +143,11 @@ def test_cli_rejects_bad_config_with_nonzero_exit():
                          capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert out.returncode == 2
     assert "experiment.repeats" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_typo_in_a_users_model_file_is_rejected(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "typo.yaml").write_text("name: typo\ngpu: 2\nserver_args: {model_path: /m}\n")
+    with pytest.raises(ConfigError) as info:
+        compose([f"hydra.searchpath=[file://{tmp_path}]", "model=typo"])
+    assert "gpu" in str(info.value)

@@ -88,7 +88,10 @@ def _strip(path: str, strip: int) -> str:
 
 
 def _run_patch(tree: Path, patch: Path, strip: int, dry_run: bool) -> subprocess.CompletedProcess:
-    argv = ["patch", f"-p{strip}", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-", "-d", str(tree), "-i", str(patch)]
+    # --fuzz=0: the change under test applies exactly or not at all; GNU
+    # patch's default fuzz would let a hunk land on drifted context.
+    argv = ["patch", f"-p{strip}", "--batch", "--forward", "--fuzz=0", "--no-backup-if-mismatch",
+            "-r", "-", "-d", str(tree), "-i", str(patch)]
     if dry_run:
         argv.insert(1, "--dry-run")
     return subprocess.run(argv, capture_output=True, text=True)
@@ -98,11 +101,22 @@ def _failure_message(patch: Path, output: str, strip: int) -> str:
     hunks = hunks_of(patch.read_text())
     by_tree_path = {_strip(f, strip): f for f in hunks}
     current = None
+    missing = False
     failures = []
     for line in output.splitlines():
         m = re.match(r"(?:checking|patching) file (.+)", line)
         if m:
             current = m.group(1).strip()
+            continue
+        if "can't find file to patch" in line:
+            missing = True
+            continue
+        m = re.match(r"\|\+\+\+ (\S+)", line)
+        if missing and m:
+            name = m.group(1)
+            name = name[2:] if name.startswith(("a/", "b/")) else name
+            failures.append(f"file {_strip(name, strip)}: not found in the tree")
+            missing = False
             continue
         m = re.match(r"Hunk #(\d+) FAILED at (\d+)", line)
         if m and current:
