@@ -7,6 +7,6 @@ rule collect:
     log:
         f"{R}/logs/collect.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/collect.py"

@@ -11,6 +11,6 @@ rule image:
         f"{R}/logs/image/{{arm}}.log",
     # Image builds never hold GPUs.
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/image.py"

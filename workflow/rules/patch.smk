@@ -13,6 +13,6 @@ rule patch:
     log:
         f"{R}/logs/patch/{{ref}}/{{series}}.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/patch.py"

@@ -15,6 +15,6 @@ rule patch_check:
     log:
         f"{R}/logs/patch_check/{{ref}}/{{series}}.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/patch_check.py"

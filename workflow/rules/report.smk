@@ -6,7 +6,7 @@ rule cpu_report:
     log:
         f"{R}/logs/report/cpu_stages.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/cpu_report.py"
 
@@ -25,6 +25,6 @@ rule report:
     log:
         f"{R}/logs/report/report.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/report.py"

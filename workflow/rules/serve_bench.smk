@@ -9,7 +9,7 @@ rule serve_bench:
     log:
         f"{R}/logs/serve_bench/{{arm}}.log",
     resources:
-        gpus=CAMPAIGN.cfg["model"]["gpus"],
+        gpu=CAMPAIGN.cfg["model"]["gpus"],
         measurement=1,
     script:
         "../scripts/serve_bench.py"

@@ -8,6 +8,6 @@ rule source:
     log:
         f"{R}/logs/source/{{ref}}.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/source.py"

@@ -6,7 +6,7 @@ rule track_cpu_stages:
     log:
         f"{R}/logs/track/cpu_stages.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/track.py"
 
@@ -21,6 +21,6 @@ rule track_campaign:
     log:
         f"{R}/logs/track/campaign.log",
     resources:
-        gpus=0,
+        gpu=0,
     script:
         "../scripts/track.py"
