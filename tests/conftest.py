@@ -46,6 +46,11 @@ def standin_assets(check_python, tmp_path_factory):
     return out
 
 
+def standin_processes() -> list:
+    out = subprocess.run(["pgrep", "-f", "sglang_standin.py"], capture_output=True, text=True).stdout
+    return out.split()
+
+
 def write_behaviour(path: Path, assets: Path, **overrides) -> Path:
     behaviour = {"tokenizer_path": str(assets / "tokenizer"), "gsm8k_test": str(SHARED_GSM8K / "test.jsonl"), **overrides}
     path.write_text(json.dumps(behaviour))

@@ -7,19 +7,13 @@ bench_serving client (sglang 0.5.20's own), MLflow and the analysis are real.
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pandas as pd
 import pytest
 
-from conftest import specrepro, standin_overrides, write_behaviour
+from conftest import specrepro, standin_overrides, standin_processes, write_behaviour
 
 pytestmark = pytest.mark.e2e
-
-
-def standin_processes() -> list:
-    out = subprocess.run(["pgrep", "-f", "sglang_standin.py"], capture_output=True, text=True).stdout
-    return out.split()
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -194,6 +195,9 @@ def signals_raise():
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may own signal handlers
+        return
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         yield
@@ -231,7 +235,12 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         except Exception as exc:
             if not server.alive():
                 raise server.crashed(f"crashed during {run.benchmark} r{run.repeat}") from exc
-            raise
+            if isinstance(exc, requests.Timeout):
+                raise ServeError(
+                    f"arm {server.arm}: server stopped answering during {run.benchmark} r{run.repeat} "
+                    f"(no answer in serve.request_timeout_s={campaign.cfg['serve']['request_timeout_s']} s); "
+                    f"last lines of {server.log_path}:\n{log_tail(server.log_path)}") from exc
+            raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} failed: {exc}") from exc
         gsm8k.write_outputs(result, out_dir)
         records = result["records"]
         metrics = {"accuracy": result["summary"]["accuracy"], "invalid_rate": result["summary"]["invalid_rate"],

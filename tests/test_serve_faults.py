@@ -1,0 +1,149 @@
+"""Serving faults: crash, never ready, stops answering, malformed answers, garbage logs, resume, signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SHARED_GSM8K, standin_processes, standin_overrides, write_behaviour
+from specrepro.config import compose
+from specrepro.serve import ServeError, serve_arm
+
+
+@pytest.fixture
+def arm_cfg(tmp_path, monkeypatch):
+    """One arm, GSM8K only, on the stand-in; the behaviour file is the test's to write."""
+    behaviour = tmp_path / "behaviour.json"
+    monkeypatch.setenv("SPECREPRO_TEST_PYTHON", sys.executable)
+    monkeypatch.setenv("SPECREPRO_STANDIN_BEHAVIOUR", str(behaviour))
+
+    def make(repeats=1, questions=8, **faults):
+        write_behaviour(behaviour, tmp_path, **faults)
+        overrides = standin_overrides(tmp_path / "results", tmp_path, arms=("main_rs_on",))
+        overrides += ["experiment.arms.main_rs_on.benchmarks=[gsm8k]", f"benchmarks.gsm8k.repeats={repeats}",
+                      f"benchmarks.gsm8k.gsm8k.num_questions={questions}", "benchmarks.gsm8k.gsm8k.parallel=2",
+                      "serve.ready_timeout_s=20", "serve.request_timeout_s=3", "serve.log_settle_s=0.1"]
+        cfg = compose(overrides)
+        image = tmp_path / "image.json"
+        image.write_text(json.dumps({"kind": "tree", "python": sys.executable, "pythonpath": ""}))
+        return cfg, image
+
+    return make
+
+
+def run_arm(cfg, image):
+    out = Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "arm.json"
+    log = Path(cfg["results_dir"]) / "logs" / "serve_bench.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return serve_arm(cfg, "main_rs_on", image, out, log)
+
+
+def runs_done(cfg):
+    return sorted(Path(cfg["results_dir"]).glob("arms/main_rs_on/gsm8k/r*/run.json"))
+
+
+def test_crash_mid_benchmark_fails_fast_with_log_tail(arm_cfg):
+    cfg, image = arm_cfg(crash_after_requests=4)
+    start = time.monotonic()
+    with pytest.raises(ServeError) as info:
+        run_arm(cfg, image)
+    assert time.monotonic() - start < 60
+    message = str(info.value)
+    assert "crashed" in message and "Scheduler hit an exception" in message
+    assert standin_processes() == []
+    assert runs_done(cfg) == []
+
+
+def test_never_ready_times_out_with_log_tail(arm_cfg):
+    cfg, image = arm_cfg(never_ready=True)
+    cfg["serve"]["ready_timeout_s"] = 3
+    with pytest.raises(ServeError) as info:
+        run_arm(cfg, image)
+    assert "not ready after 3 s" in str(info.value) and "serve.ready_timeout_s" in str(info.value)
+    assert "Load weight begin" in str(info.value)
+    assert standin_processes() == []
+
+
+def test_server_that_stops_answering_times_out(arm_cfg):
+    cfg, image = arm_cfg(hang_after_requests=3)
+    with pytest.raises(ServeError) as info:
+        run_arm(cfg, image)
+    assert "stopped answering" in str(info.value)
+    assert standin_processes() == []
+
+
+def test_malformed_json_answer_is_an_error_not_a_number(arm_cfg):
+    cfg, image = arm_cfg(malformed_json_after_requests=2)
+    with pytest.raises(ServeError) as info:
+        run_arm(cfg, image)
+    assert "malformed JSON" in str(info.value)
+    assert runs_done(cfg) == []
+
+
+def test_garbage_log_lines_are_skipped_and_counted(arm_cfg):
+    cfg, image = arm_cfg(garbage_log_lines=True)
+    run_arm(cfg, image)
+    run = json.loads(runs_done(cfg)[0].read_text())
+    decode = run["accept_length_sources"]["decode_log"]
+    assert decode["malformed_lines"] > 0
+    assert run["accept_length_sources"]["agreement"]["agree"] is True
+
+
+def test_rerun_after_a_crash_measures_only_what_is_missing(arm_cfg):
+    # 1 warm-up + 8 questions of r1 + 2 of r2, then the crash
+    cfg, image = arm_cfg(repeats=2, crash_after_requests=11)
+    with pytest.raises(ServeError):
+        run_arm(cfg, image)
+    done = runs_done(cfg)
+    assert [p.parent.name for p in done] == ["r1"]
+    first = json.loads(done[0].read_text())
+    cfg, image = arm_cfg(repeats=2)
+    record = run_arm(cfg, image)
+    assert len(record["launches"]) == 1
+    again = [json.loads(p.read_text()) for p in runs_done(cfg)]
+    assert again[0] == first  # r1 kept as measured
+    assert again[1]["server_launch"] != first["server_launch"]
+
+
+def test_two_campaigns_at_once_do_not_collide(arm_cfg, tmp_path):
+    cfg_a, image = arm_cfg()
+    cfg_b = json.loads(json.dumps(cfg_a))
+    cfg_b["results_dir"] = str(tmp_path / "results_b")
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        records = list(pool.map(run_arm, (cfg_a, cfg_b), (image, image)))
+    assert all(len(r["launches"]) == 1 for r in records)
+    ports = {json.loads(Path(c["results_dir"], "arms/main_rs_on/launches.jsonl").read_text())["port"] for c in (cfg_a, cfg_b)}
+    assert len(ports) == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
+    behaviour = write_behaviour(tmp_path / "behaviour.json", tmp_path, step_ms=50.0)
+    env = {**os.environ, "SPECREPRO_TEST_PYTHON": sys.executable, "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
+    results = tmp_path / "results"
+    overrides = standin_overrides(results, tmp_path, arms=("main_rs_on",)) + [
+        "experiment.arms.main_rs_on.benchmarks=[gsm8k]", "benchmarks.gsm8k.gsm8k.num_questions=200"]
+    target = str(results / "arms" / "main_rs_on" / "arm.json")
+    proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "run", *overrides, "--", target],
+                            cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = results / "arms" / "main_rs_on" / "server.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.is_file() and "ready to roll" in log.read_text()):
+        time.sleep(0.2)
+    assert log.is_file(), "the server never started"
+    time.sleep(1.0)
+    os.killpg(proc.pid, sig)
+    proc.wait(timeout=90)
+    time.sleep(1.0)
+    assert standin_processes() == []
+    assert not (results / "arms" / "main_rs_on" / "arm.json").exists()
+    assert not list(results.glob("arms/main_rs_on/gsm8k/r*/run.json"))
