@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from specrepro.redaction import SECRET_NAME
 from specrepro.sglang_flags import load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
@@ -184,6 +185,10 @@ def validate(cfg: Dict[str, Any]) -> None:
     if cfg["model"]["gpus"] < 0:
         problems.append("model.gpus: must be >= 0")
 
+    for key in plat.get("server_env") or {}:
+        if SECRET_NAME.search(key):
+            problems.append(f"platform.server_env.{key}: secrets do not belong in the config (it is written next to "
+                            f"the results and logged); export {key} and list it in platform.passthrough_env")
     serve = cfg["serve"]
     if not (serve["port"] == 0 or 1024 <= serve["port"] <= 65535):
         problems.append(f"serve.port: {serve['port']} is not 0 (pick a free one) or a port in 1024-65535")

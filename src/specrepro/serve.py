@@ -28,7 +28,7 @@ import requests
 
 from specrepro import accept_length as al
 from specrepro.campaign import BenchRun, Campaign
-from specrepro.tracking import redact, secret_values
+from specrepro.redaction import redact, secret_values
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -117,9 +117,23 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_fh = open(self.log_path, "ab", buffering=0)
         self.log_fh.write(f"# specrepro launch {self.launch_id}: {redact(shlex.join(argv))}\n".encode())
-        self.proc = subprocess.Popen(argv, stdout=self.log_fh, stderr=subprocess.STDOUT, env=self.env(),
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
                                      start_new_session=True, stdin=subprocess.DEVNULL)
         self.argv = argv
+        # The server's output reaches the log through a filter that masks
+        # secret values: nothing the server prints can leak a token.
+        self.pump = threading.Thread(target=self._pump_log, daemon=True)
+        self.pump.start()
+
+    def _pump_log(self) -> None:
+        secrets = [v.encode() for v in secret_values()]
+        for line in iter(self.proc.stdout.readline, b""):
+            for value in secrets:
+                line = line.replace(value, b"***")
+            try:
+                self.log_fh.write(line)
+            except (ValueError, OSError):  # log closed during teardown
+                break
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -184,6 +198,8 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if getattr(self, "pump", None) is not None:
+            self.pump.join(timeout=10)
         if getattr(self, "log_fh", None):
             self.log_fh.close()
             self.log_fh = None

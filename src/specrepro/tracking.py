@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import socket
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Optional
+
+from specrepro.redaction import redact, secret_values
 
 KEY_TAG = "specrepro.key"
-SECRET_NAME = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL)", re.I)
 
 
 def tracking_uri(cfg: Dict[str, Any]) -> str:
@@ -28,28 +28,19 @@ def tracking_uri(cfg: Dict[str, Any]) -> str:
     return f"sqlite:///{Path(cfg['results_dir']).resolve()}/mlflow.db"
 
 
-def secret_values() -> List[str]:
-    """Values of secret-looking environment variables: never written anywhere."""
-    return [v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 4]
-
-
-def redact(text: str, secrets: Optional[Iterable[str]] = None) -> str:
-    for value in secrets if secrets is not None else secret_values():
-        text = text.replace(value, "***")
-    return text
-
-
 def _client(uri: str):
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_id(client, name: str, artifact_root: Path) -> str:
+def experiment_id(client, name: str, artifact_root: Optional[Path]) -> str:
+    """The campaign's experiment; a local store keeps its artifacts next to the results."""
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
-    return client.create_experiment(name, artifact_location=artifact_root.resolve().as_uri())
+    location = artifact_root.resolve().as_uri() if artifact_root is not None else None
+    return client.create_experiment(name, artifact_location=location)
 
 
 def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Optional[str] = None) -> str:
@@ -112,7 +103,11 @@ class CampaignTracker:
         self.uri = tracking_uri(cfg)
         self.client = _client(self.uri)
         results = Path(cfg["results_dir"])
-        self.exp_id = experiment_id(self.client, cfg["tracking"]["experiment_name"], results / "mlartifacts")
+        # A tracking server keeps artifacts where it is configured to; the
+        # default SQLite store keeps them under the results folder.
+        local = self.uri.startswith(("sqlite:", "file:")) or "://" not in self.uri
+        self.exp_id = experiment_id(self.client, cfg["tracking"]["experiment_name"],
+                                    results / "mlartifacts" if local else None)
         self.config_hash = config_hash(cfg)
         self.campaign_key = f"campaign:{cfg['experiment']['name']}:{self.config_hash}"
         self.parent = find_or_create_run(self.client, self.exp_id, self.campaign_key, cfg["experiment"]["name"])

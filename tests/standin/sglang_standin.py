@@ -46,6 +46,8 @@ DEFAULTS = {
     "never_ready": False,
     "malformed_json_after_requests": None,
     "garbage_log_lines": False,
+    # names of environment variables printed to the log (a server that leaks secrets)
+    "print_env": [],
 }
 
 log = logging.getLogger("standin")
@@ -318,6 +320,8 @@ def main(argv=None):
              f"speculative_algorithm={args.speculative_algorithm!r}, "
              f"speculative_use_rejection_sampling={args.speculative_use_rejection_sampling})")
     log_line(f"standin: sglang tree patched={state.patched}")
+    for name in behaviour["print_env"]:
+        log_line(f"environment {name}={os.environ.get(name, '')}")
     server = ThreadingHTTPServer((args.host, args.port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

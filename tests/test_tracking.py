@@ -1,0 +1,103 @@
+"""MLflow: unreachable server loses nothing, `specrepro log` later never duplicates, secrets never land."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import ROOT, specrepro, standin_overrides, write_behaviour
+
+SENTINELS = {"HF_TOKEN": "sentinel-hf-7f3a9c", "MLFLOW_TRACKING_PASSWORD": "sentinel-pw-51be02"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def small_campaign(tmp_path, **behaviour):
+    assets = tmp_path  # no bench_serving here: GSM8K only
+    beh = write_behaviour(tmp_path / "behaviour.json", assets, **behaviour)
+    env = {"SPECREPRO_TEST_PYTHON": sys.executable, "SPECREPRO_STANDIN_BEHAVIOUR": str(beh)}
+    results = tmp_path / "results"
+    overrides = standin_overrides(results, assets, arms=("main_rs_on",)) + [
+        "experiment.arms.main_rs_on.benchmarks=[gsm8k]", "benchmarks.gsm8k.gsm8k.num_questions=8"]
+    return results, overrides, env
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    port = free_port()
+    store = tmp_path / "server"
+    store.mkdir()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+                             "--backend-store-uri", f"sqlite:///{store}/mlflow.db",
+                             "--artifacts-destination", str(store / "artifacts"), "--workers", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except requests.RequestException:
+            time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, 9)
+        pytest.fail("mlflow server did not start")
+    yield url
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=30)
+
+
+def count_runs(uri: str) -> int:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("specrepro/eagle_topk_greedy")
+    return len(client.search_runs([exp.experiment_id], max_results=1000)) if exp else 0
+
+
+def test_unreachable_tracking_server_loses_nothing_and_log_later_is_idempotent(tmp_path, mlflow_server):
+    results, overrides, env = small_campaign(tmp_path)
+    dead = f"http://127.0.0.1:{free_port()}"
+    env.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
+    proc = specrepro("run", *overrides, f"tracking.uri={dead}", env=env, check=False)
+    assert proc.returncode != 0  # the tracking job fails, loudly
+    # ...but every measurement is on disk
+    assert (results / "tables" / "runs.csv").is_file() and (results / "report" / "report.md").is_file()
+    assert list(results.glob("arms/main_rs_on/gsm8k/r1/run.json"))
+    # later, with the server up: log it, twice
+    specrepro("log", str(results), "--tracking-uri", mlflow_server)
+    first = count_runs(mlflow_server)
+    assert first >= 3  # campaign, arm, run
+    specrepro("log", str(results), "--tracking-uri", mlflow_server)
+    assert count_runs(mlflow_server) == first
+
+
+def test_secrets_never_reach_any_output(tmp_path):
+    # The stand-in even prints the secrets into its own log.
+    results, overrides, env = small_campaign(tmp_path, print_env=list(SENTINELS))
+    env.update(SENTINELS)
+    specrepro("run", *overrides, env=env)
+    leaks = []
+    for root in (results, ROOT / ".snakemake" / "log"):
+        for path in root.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                leaks += [f"{path}: {name}" for name, value in SENTINELS.items() if value.encode() in data]
+    assert leaks == []
+    assert "environment HF_TOKEN=***" in (results / "arms" / "main_rs_on" / "server.log").read_text()
+
+
+def test_secret_in_config_is_rejected():
+    proc = specrepro("config", "+platform.server_env.HF_TOKEN=abc", check=False)
+    assert proc.returncode == 2 and "platform.server_env.HF_TOKEN" in proc.stderr and "passthrough_env" in proc.stderr
