@@ -6,8 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-from specrepro.workflow_support import arm_input_tree, campaign_for_snakemake, series_targets
-
+from specrepro.workflow_support import (
+    arm_input_tree,
+    campaign_for_snakemake,
+    series_targets,
+)
 
 CAMPAIGN = campaign_for_snakemake(config)
 R = str(CAMPAIGN.results_dir)
@@ -25,14 +28,19 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         f"{R}/report/report.md",
         f"{R}/tracking/campaign.json",
-    default_target: True
 
 
 rule cpu_stages:
     input:
-        expand(f"{R}/patch_check/{{ref}}/{{series}}/verdict.json", zip, ref=[s[0] for s in SERIES], series=[s[1] for s in SERIES]),
+        expand(
+            f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
+            zip,
+            ref=[s[0] for s in SERIES],
+            series=[s[1] for s in SERIES],
+        ),
         f"{R}/report/cpu_stages.md",
         f"{R}/tracking/cpu_stages.json",

@@ -281,7 +281,7 @@ def make_handler(state: State):
             msg = (f"Decode batch, #running-req: {running}, #token: {running * 700}, token usage: {usage:.2f}, ")
             if state.args.speculative_algorithm:
                 msg += f"accept len: {al:.2f}, accept rate: {(al - 1) / 5:.2f}, "
-            msg += f"cuda graph: {not state.args.disable_cuda_graph}, gen throughput (token/s): {1000 * al / b['step_ms']:.2f}, #queue-req: 0"
+            msg += f"cuda graph: {not state.args.disable_cuda_graph}, gen throughput (token/s): {1000 * al / max(b['step_ms'], 1e-3):.2f}, #queue-req: 0"
             log_line(msg)
             if b["garbage_log_lines"]:
                 sys.stderr.write("[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 8, accept len: 9\n")

@@ -6,6 +6,8 @@ rule collect:
         requests=f"{R}/tables/requests.parquet",
     log:
         f"{R}/logs/collect.log",
+    conda:
+        "../envs/specrepro.yaml"
     resources:
         gpu=0,
     script:

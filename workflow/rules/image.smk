@@ -4,13 +4,15 @@ rule image:
         verdicts=lambda w: CAMPAIGN.verdicts_for_arm(w.arm),
     output:
         f"{R}/image/{{arm}}.json",
-    params:
-        platform=CAMPAIGN.cfg["platform"],
-        series=lambda w: CAMPAIGN.series_of(w.arm),
     log:
         f"{R}/logs/image/{{arm}}.log",
+    conda:
+        "../envs/specrepro.yaml"
     # Image builds never hold GPUs.
     resources:
         gpu=0,
+    params:
+        platform=CAMPAIGN.cfg["platform"],
+        series=lambda w: CAMPAIGN.series_of(w.arm),
     script:
         "../scripts/image.py"

@@ -6,13 +6,15 @@ rule patch:
     output:
         manifest=f"{R}/patch/{{ref}}/{{series}}/manifest.json",
         tree=directory(f"{R}/patch/{{ref}}/{{series}}/tree"),
+    log:
+        f"{R}/logs/patch/{{ref}}/{{series}}.log",
+    conda:
+        "../envs/specrepro.yaml"
+    resources:
+        gpu=0,
     params:
         entries=lambda w: CAMPAIGN.experiment["patch_series"][w.series],
         project_root=str(CAMPAIGN.project_root),
         cache_dir=str(CAMPAIGN.cache_dir),
-    log:
-        f"{R}/logs/patch/{{ref}}/{{series}}.log",
-    resources:
-        gpu=0,
     script:
         "../scripts/patch.py"

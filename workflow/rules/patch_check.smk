@@ -8,13 +8,15 @@ rule patch_check:
     output:
         verdict=f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
         markdown=f"{R}/patch_check/{{ref}}/{{series}}/verdict.md",
+    log:
+        f"{R}/logs/patch_check/{{ref}}/{{series}}.log",
+    conda:
+        "../envs/specrepro.yaml"
+    resources:
+        gpu=0,
     params:
         sglang=CAMPAIGN.cfg["sglang"],
         project_root=str(CAMPAIGN.project_root),
         cache_dir=str(CAMPAIGN.cache_dir),
-    log:
-        f"{R}/logs/patch_check/{{ref}}/{{series}}.log",
-    resources:
-        gpu=0,
     script:
         "../scripts/patch_check.py"

@@ -5,6 +5,8 @@ rule cpu_report:
         f"{R}/report/cpu_stages.md",
     log:
         f"{R}/logs/report/cpu_stages.log",
+    conda:
+        "../envs/specrepro.yaml"
     resources:
         gpu=0,
     script:
@@ -20,11 +22,13 @@ rule report:
         markdown=f"{R}/report/report.md",
         html=report(f"{R}/report/report.html", category="Report"),
         analysis=f"{R}/report/analysis.json",
-    params:
-        claims=CAMPAIGN.claims_path,
     log:
         f"{R}/logs/report/report.log",
+    conda:
+        "../envs/specrepro.yaml"
     resources:
         gpu=0,
+    params:
+        claims=CAMPAIGN.claims_path,
     script:
         "../scripts/report.py"
