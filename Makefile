@@ -9,7 +9,9 @@ BIN := $(VENV)/bin
 
 $(BIN)/.installed: pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements/lock.txt -e '.[test]'
+	@echo "installing the pinned environment into $(VENV) (log: $(VENV)/install.log)"
+	@$(BIN)/python -m pip install --disable-pip-version-check -c requirements/lock.txt -e '.[test]' \
+		> $(VENV)/install.log 2>&1 || (tail -30 $(VENV)/install.log; exit 1)
 	touch $@
 
 campaign: $(BIN)/.installed

@@ -100,6 +100,10 @@ class Campaign:
     def benchmark(self, name: str) -> Dict[str, Any]:
         return self.cfg["benchmarks"][name]
 
+    @property
+    def exclusive(self) -> bool:
+        return self.cfg["serve"]["placement"] == "exclusive"
+
     # --- paths (relative to results_dir; the Snakefile prefixes them) --------
     def arm_dir(self, arm: str) -> Path:
         return self.results_dir / "arms" / arm

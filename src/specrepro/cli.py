@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -34,24 +33,26 @@ def cmd_config(args) -> int:
 def cmd_plan(args) -> int:
     from specrepro.campaign import Campaign
 
-    cfg = compose(args.overrides)
-    campaign = Campaign(cfg)
-    print(campaign.describe_plan())
+    # Snakemake composes the same overrides itself (the plain-Snakemake path),
+    # so its dry run starts at once and overlaps our own composition.
+    dry_run = subprocess.Popen(
+        _snakemake_argv(None, args.profile, ["--dry-run", "--quiet", "rules", *args.targets],
+                        overrides=args.overrides),
+        cwd=PROJECT_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        cfg = compose(args.overrides)
+    except ConfigError:
+        dry_run.kill()
+        dry_run.wait()
+        raise
+    print(Campaign(cfg).describe_plan())
     print("\n# DAG jobs (snakemake --dry-run):")
-    sys.stdout.flush()
-    with tempfile.TemporaryDirectory() as scratch:
-        resolved = Path(scratch) / "resolved_config.yaml"
-        resolved.write_text(dump_resolved(cfg))
-        proc = subprocess.run(
-            _snakemake_argv(resolved, args.profile, ["--dry-run", "--quiet", "rules", *args.targets]),
-            cwd=PROJECT_ROOT,
-            text=True,
-            capture_output=True,
-        )
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        return proc.returncode
-    print(_job_table(proc.stdout + proc.stderr))
+    output, _ = dry_run.communicate()
+    if dry_run.returncode != 0:
+        sys.stderr.write(output)
+        return dry_run.returncode
+    print(_job_table(output))
     return 0
 
 
@@ -81,13 +82,17 @@ def _write_resolved(cfg) -> Path:
     return path
 
 
-def _snakemake_argv(resolved: Path, profile: Optional[str], extra: List[str]) -> List[str]:
+def _snakemake_argv(resolved: Optional[Path], profile: Optional[str], extra: List[str],
+                    overrides: Sequence[str] = ()) -> List[str]:
     argv = [
         sys.executable, "-m", "snakemake",
         "--snakefile", str(PROJECT_ROOT / "Snakefile"),
         "--directory", str(PROJECT_ROOT),
-        "--configfile", str(resolved),
     ]
+    if resolved is not None:
+        argv += ["--configfile", str(resolved)]
+    else:
+        argv += ["--config", "overrides=" + json.dumps(list(overrides))]
     if profile:
         prof = Path(profile)
         if not prof.is_dir() and (PROJECT_ROOT / "profiles" / profile).is_dir():

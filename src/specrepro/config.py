@@ -195,6 +195,8 @@ def validate(cfg: Dict[str, Any]) -> None:
     for k in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s"):
         if serve[k] <= 0:
             problems.append(f"serve.{k}: must be > 0")
+    if serve["placement"] not in ("exclusive", "packed"):
+        problems.append(f"serve.placement: {serve['placement']!r} not one of ['exclusive', 'packed']")
     if serve["decode_log_interval"] < 1:
         problems.append("serve.decode_log_interval: must be >= 1")
     if cfg["sglang"]["source"] not in SOURCE_METHODS:

@@ -93,6 +93,13 @@ def executed_statement(cfg: Dict[str, Any], runs: "pd.DataFrame") -> str:
     return f"**Where this ran:** platform `{plat['name']}` ({plat.get('gpu_model') or plat['accelerator']})."
 
 
+def placement_statement(cfg: Dict[str, Any]) -> str:
+    if cfg["serve"]["placement"] == "packed":
+        return ("**Noise risk:** placement `packed`: arms may have shared a node (GPUs, host CPU, memory "
+                "bandwidth), so deltas include interference between arms.")
+    return "Placement `exclusive`: one measuring arm per node at a time."
+
+
 def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
                     markdown: Path, html: Path, analysis_json: Path, log=None) -> Dict[str, Any]:
     import pandas as pd
@@ -112,6 +119,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         f"# {cfg['experiment']['name']}: results",
         "",
         executed_statement(cfg, runs),
+        "",
+        placement_statement(cfg),
         "",
         f"sglang {cfg['sglang']['version']}, model {cfg['model']['name']}, baseline arm `{analysis['baseline']}`, "
         f"{cfg['experiment']['repeats']} repeats per benchmark, one server per arm.",

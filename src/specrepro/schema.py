@@ -167,6 +167,9 @@ class ServeConfig:
     bench_timeout_s: float = 7200.0
     # Seconds the log may take to show a window's last decode lines.
     log_settle_s: float = 0.5
+    # exclusive: one measuring arm per node at a time.  packed: arms share a
+    # node (GPUs permitting); recorded with every result and flagged as a noise risk.
+    placement: str = "exclusive"
 
 
 @dataclass

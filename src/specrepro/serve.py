@@ -353,6 +353,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 server.stop(serve["shutdown_grace_s"])
                 print(f"arm {arm}: server {server.launch_id} stopped", file=log, flush=True)
         record = {"arm": arm, "runs": [r.stem for r in campaign.bench_runs(arm)], "launches": launches,
+                  "placement": serve["placement"], "host": socket.gethostname(),
                   "image": image, "server_log": str(arm_dir / "server.log"),
                   "server_args": campaign.server_args(arm)}
         _append_launches(arm_dir / "launches.jsonl", launches)

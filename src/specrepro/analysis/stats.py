@@ -102,15 +102,11 @@ def two_modes(values: Sequence[float]) -> Optional[Dict[str, float]]:
     if n < 4:
         return None
     csum = np.cumsum(x)
-    total = csum[-1]
-    best, best_i = -1.0, None
-    for i in range(1, n):
-        w0, w1 = i / n, (n - i) / n
-        m0 = csum[i - 1] / i
-        m1 = (total - csum[i - 1]) / (n - i)
-        between = w0 * w1 * (m0 - m1) ** 2
-        if between > best:
-            best, best_i = between, i
+    i = np.arange(1, n)
+    m0 = csum[:-1] / i
+    m1 = (csum[-1] - csum[:-1]) / (n - i)
+    between = (i / n) * ((n - i) / n) * (m0 - m1) ** 2
+    best_i = int(np.argmax(between)) + 1
     lo, hi = x[:best_i], x[best_i:]
     return {"threshold": float((lo[-1] + hi[0]) / 2), "low_mean": float(lo.mean()), "high_mean": float(hi.mean()),
             "low_share": len(lo) / n, "low_max": float(lo[-1]), "high_min": float(hi[0])}
