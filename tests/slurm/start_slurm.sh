@@ -46,7 +46,15 @@ SlurmdLogFile=$scratch/log/slurmd.log
 NodeName=$host CPUs=$cpus RealMemory=$mem_mb Gres=gpu:4 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
-export SLURM_CONF="$scratch/slurm.conf"
+# Job steps (srun inside a batch job) read the default location, whatever the
+# submitting environment said: install there, unless a real Slurm owns it.
+mkdir -p /etc/slurm
+if [ -f /etc/slurm/slurm.conf ] && ! grep -q "ClusterName=specrepro-test" /etc/slurm/slurm.conf; then
+  echo "/etc/slurm/slurm.conf belongs to another Slurm; not touching it" >&2
+  exit 1
+fi
+cp "$scratch/slurm.conf" "$scratch/gres.conf" /etc/slurm/
+export SLURM_CONF=/etc/slurm/slurm.conf
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF"
 for _ in $(seq 1 60); do
