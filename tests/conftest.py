@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
@@ -71,3 +75,30 @@ def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs
     if "main_rs_off" not in arms:
         out.append(f"experiment.baseline_arm={arms[0]}")
     return out
+
+
+@contextmanager
+def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
+    """A real MLflow tracking server / UI on a free loopback port; yields its URL."""
+    from specrepro.serve import free_port
+
+    port = free_port("127.0.0.1")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), command, "--host", "127.0.0.1", "--port", str(port),
+                             "--backend-store-uri", backend_store, "--workers", "1", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"mlflow {command} did not start on {url}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -7,49 +7,23 @@ campaign's runs and shows a run's metrics.  .ci/run installs chromium.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import requests
 
+from conftest import mlflow_server
 from test_e2e_standin import campaign  # noqa: F401  (the module-scoped stand-in campaign)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_ui(campaign):  # noqa: F811
-    port = free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "ui", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{campaign['results']}/mlflow.db", "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except requests.RequestException:
-            time.sleep(0.5)
-    else:
-        os.killpg(proc.pid, 9)
-        pytest.fail("mlflow ui did not start")
-    yield url
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    with mlflow_server(f"sqlite:///{campaign['results']}/mlflow.db", command="ui") as url:
+        yield url
 
 
 def dump_dom(url: str, tmp_path: Path) -> str:

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
-import requests
 
-from conftest import ROOT, specrepro, standin_overrides, write_behaviour
+from conftest import ROOT, mlflow_server, specrepro, standin_overrides, write_behaviour
+from specrepro.serve import free_port
 
 SENTINELS = {"HF_TOKEN": "sentinel-hf-7f3a9c", "MLFLOW_TRACKING_PASSWORD": "sentinel-pw-51be02"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def small_campaign(tmp_path, **behaviour):
@@ -34,28 +23,11 @@ def small_campaign(tmp_path, **behaviour):
 
 
 @pytest.fixture
-def mlflow_server(tmp_path):
-    port = free_port()
+def tracking_server(tmp_path):
     store = tmp_path / "server"
     store.mkdir()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{store}/mlflow.db",
-                             "--artifacts-destination", str(store / "artifacts"), "--workers", "1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except requests.RequestException:
-            time.sleep(0.5)
-    else:
-        os.killpg(proc.pid, 9)
-        pytest.fail("mlflow server did not start")
-    yield url
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=30)
+    with mlflow_server(f"sqlite:///{store}/mlflow.db", "--artifacts-destination", str(store / "artifacts")) as url:
+        yield url
 
 
 def count_runs(uri: str) -> int:
@@ -66,9 +38,9 @@ def count_runs(uri: str) -> int:
     return len(client.search_runs([exp.experiment_id], max_results=1000)) if exp else 0
 
 
-def test_unreachable_tracking_server_loses_nothing_and_log_later_is_idempotent(tmp_path, mlflow_server):
+def test_unreachable_tracking_server_loses_nothing_and_log_later_is_idempotent(tmp_path, tracking_server):
     results, overrides, env = small_campaign(tmp_path)
-    dead = f"http://127.0.0.1:{free_port()}"
+    dead = f"http://127.0.0.1:{free_port('127.0.0.1')}"
     env.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5")
     proc = specrepro("run", *overrides, f"tracking.uri={dead}", env=env, check=False)
     assert proc.returncode != 0  # the tracking job fails, loudly
@@ -76,11 +48,11 @@ def test_unreachable_tracking_server_loses_nothing_and_log_later_is_idempotent(t
     assert (results / "tables" / "runs.csv").is_file() and (results / "report" / "report.md").is_file()
     assert list(results.glob("arms/main_rs_on/gsm8k/r1/run.json"))
     # later, with the server up: log it, twice
-    specrepro("log", str(results), "--tracking-uri", mlflow_server)
-    first = count_runs(mlflow_server)
+    specrepro("log", str(results), "--tracking-uri", tracking_server)
+    first = count_runs(tracking_server)
     assert first >= 3  # campaign, arm, run
-    specrepro("log", str(results), "--tracking-uri", mlflow_server)
-    assert count_runs(mlflow_server) == first
+    specrepro("log", str(results), "--tracking-uri", tracking_server)
+    assert count_runs(tracking_server) == first
 
 
 def test_secrets_never_reach_any_output(tmp_path):

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
 from specrepro.checks.verdicts import judge
-from specrepro.sources import cached_release_tree, locked
+from specrepro.sources import cached_release_tree, locked, run_logged
 
 PROBE = Path(__file__).parent / "checks" / "draft_proposal_probe.py"
 
@@ -66,9 +65,7 @@ def ensure_env(
              "--no-deps", "-r", str(requirements)],
         ]
         for cmd in steps:
-            print("$ " + " ".join(cmd), file=log, flush=True)
-            proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-            if proc.returncode != 0:
+            if run_logged(cmd, log) != 0:
                 raise RuntimeError(f"building the CPU check env failed at: {' '.join(cmd)} (see the log)")
         # The code under test is installed like a release: the patched package
         # copied into site-packages (the installed layout the patch also targets).
@@ -83,9 +80,8 @@ def run_probe(venv: Path, tree_on_path: Optional[Path], out: Path, log: IO) -> D
     if tree_on_path is not None:
         env["PYTHONPATH"] = str(tree_on_path)
     cmd = [str(venv / "bin" / "python"), str(PROBE), "--out", str(out)]
-    print(f"$ PYTHONPATH={env.get('PYTHONPATH', '')} " + " ".join(cmd), file=log, flush=True)
-    proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
-    if proc.returncode != 0:
+    print(f"# PYTHONPATH={env.get('PYTHONPATH', '')}", file=log)
+    if run_logged(cmd, log, env=env, timeout=1800) != 0:
         raise RuntimeError(f"the draft-proposal probe failed on {tree_on_path or 'the patched install'} (see the log)")
     return json.loads(out.read_text())
 

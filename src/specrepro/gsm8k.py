@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional
 
 import requests
 
+from specrepro.patching import sha256_file
+
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
 
@@ -51,14 +53,6 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
     return "".join(one_example(items[i], True) + "\n\n" for i in range(k))
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def load_test_set(data: Dict[str, Any], cache_dir: Path, offline: bool) -> List[Dict[str, str]]:
     """The test file, verified against its sha256; downloaded once when allowed."""
     path = Path(data["path"])
@@ -72,7 +66,7 @@ def load_test_set(data: Dict[str, Any], cache_dir: Path, offline: bool) -> List[
             with urllib.request.urlopen(data["url"], timeout=120) as resp, open(partial, "wb") as fh:
                 fh.write(resp.read())
             partial.rename(path)
-    got = sha256_of(path)
+    got = sha256_file(path)
     if got != data["sha256"]:
         raise Gsm8kDataError(f"GSM8K test file {path}: sha256 {got} != expected {data['sha256']} (test_data.sha256)")
     with open(path) as fh:

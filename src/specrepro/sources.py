@@ -26,6 +26,18 @@ class SourceError(RuntimeError):
     pass
 
 
+def run_logged(cmd: List[str], log: IO, **kwargs) -> int:
+    """Run `cmd`, its output appended to `log` (a file, or any text stream); the exit code."""
+    print("$ " + " ".join(cmd), file=log, flush=True)
+    try:
+        log.fileno()
+    except (AttributeError, OSError, ValueError):
+        proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+        log.write(proc.stdout + proc.stderr)
+        return proc.returncode
+    return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode
+
+
 @contextmanager
 def locked(path: Path):
     """An exclusive lock on `path` (two campaigns sharing one cache)."""
@@ -50,10 +62,9 @@ def registry_archive(version: str, cache_dir: Path, log: IO) -> Path:
         partial.mkdir(parents=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
                "-d", str(partial), f"sglang=={version}"]
-        print("$ " + " ".join(cmd), file=log, flush=True)
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT)
-        if proc.returncode != 0:
-            raise SourceError(f"pip download sglang=={version} failed (exit {proc.returncode}); see the log")
+        code = run_logged(cmd, log)
+        if code != 0:
+            raise SourceError(f"pip download sglang=={version} failed (exit {code}); see the log")
         shutil.rmtree(dist, ignore_errors=True)
         partial.rename(dist)
         found = sorted(dist.glob("sglang-*"))
@@ -73,10 +84,9 @@ def unpack_archive(archive: Path, tree: Path) -> None:
 def git_checkout(url: str, ref: str, tree: Path, log: IO) -> str:
     tree.mkdir(parents=True)
     for cmd in (["git", "init", "-q"], ["git", "fetch", "-q", "--depth", "1", url, ref], ["git", "checkout", "-q", "FETCH_HEAD"]):
-        print("$ " + " ".join(cmd), file=log, flush=True)
-        proc = subprocess.run(cmd, cwd=tree, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
-        if proc.returncode != 0:
-            raise SourceError(f"{' '.join(cmd)} failed (exit {proc.returncode})")
+        code = run_logged(cmd, log, cwd=tree, timeout=1800)
+        if code != 0:
+            raise SourceError(f"{' '.join(cmd)} failed (exit {code})")
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
 
 
