@@ -8,6 +8,7 @@ import math
 from typing import Any, Dict, List
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -39,17 +40,28 @@ def bars_with_ci(analysis: Dict[str, Any]) -> List[str]:
     return out
 
 
+def per_token_latencies(group) -> np.ndarray:
+    """All per-token latencies of a group of requests, as one array."""
+    lists = [np.asarray(x, dtype=float) for x in group["itls_ms"].to_numpy() if x is not None and len(x)]
+    return np.concatenate(lists) if lists else np.empty(0)
+
+
 def tpot_distributions(requests) -> List[str]:
     if requests is None or requests.empty or "itls_ms" not in requests.columns:
         return []
     data = requests[requests["itls_ms"].notna()]
     if data.empty:
         return []
+    by_arm = {arm: per_token_latencies(g) for arm, g in data.groupby("arm", sort=False)}
+    by_arm = {arm: v for arm, v in by_arm.items() if v.size}
+    if not by_arm:
+        return []
+    hi = np.percentile(np.concatenate(list(by_arm.values())), 99.5)
+    edges = np.linspace(0, hi, 61)
     fig, ax = plt.subplots(figsize=(6, 3))
-    for arm, g in data.groupby("arm", sort=False):
-        values = [x for lst in g["itls_ms"] for x in list(lst)]
-        if values:
-            ax.hist(values, bins=60, histtype="step", label=arm)
+    for arm, values in by_arm.items():
+        counts, _ = np.histogram(values, bins=edges)
+        ax.stairs(counts, edges, label=arm)
     ax.set_xlabel("per-token latency (ms)")
     ax.set_title("bench_serving per-token latency by arm")
     ax.legend(fontsize=7)

@@ -6,7 +6,8 @@ import math
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy import stats
+# scipy.special, not scipy.stats: the same distributions, a tenth of the import time.
+from scipy import special
 
 Z95 = 1.959963984540054
 
@@ -17,7 +18,7 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Tuple[float, float,
     m = float(x.mean())
     if len(x) < 2:
         return m, -math.inf, math.inf
-    half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    half = float(special.stdtrit(len(x) - 1, 0.5 + level / 2) * x.std(ddof=1) / math.sqrt(len(x)))
     return m, m - half, m + half
 
 
@@ -81,7 +82,7 @@ def mcnemar(b: int, c: int) -> float:
     n = b + c
     if n == 0:
         return 1.0
-    return float(min(1.0, 2 * stats.binom.cdf(min(b, c), n, 0.5)))
+    return float(min(1.0, 2 * special.bdtr(min(b, c), n, 0.5)))
 
 
 def bimodality_coefficient(values: Sequence[float]) -> float:
@@ -90,8 +91,12 @@ def bimodality_coefficient(values: Sequence[float]) -> float:
     n = len(x)
     if n < 4 or x.std() == 0:
         return 0.0
-    g = float(stats.skew(x, bias=False))
-    k = float(stats.kurtosis(x, bias=False))
+    # Sample skewness and excess kurtosis, bias-corrected (as scipy.stats with bias=False).
+    d = x - x.mean()
+    m2, m3, m4 = (d ** 2).mean(), (d ** 3).mean(), (d ** 4).mean()
+    g1 = m3 / m2 ** 1.5
+    g = float(math.sqrt(n * (n - 1)) / (n - 2) * g1)
+    k = float((n - 1) / ((n - 2) * (n - 3)) * ((n + 1) * (m4 / m2 ** 2 - 3) + 6))
     return (g * g + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
 
 

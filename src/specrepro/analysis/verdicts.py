@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from specrepro.analysis import stats
@@ -111,8 +112,9 @@ def tpot_bimodality(requests: Optional[pd.DataFrame]) -> List[Dict[str, Any]]:
         return []
     out = []
     for (bench, arm), g in requests[requests["itls_ms"].notna()].groupby(["benchmark", "arm"], sort=False):
-        tokens = [x for lst in g["itls_ms"] for x in (list(lst) if lst is not None else [])]
-        if len(tokens) < 4:
+        lists = [np.asarray(x, dtype=float) for x in g["itls_ms"].to_numpy() if x is not None and len(x)]
+        tokens = np.concatenate(lists) if lists else np.empty(0)
+        if tokens.size < 4:
             continue
         out.append({"benchmark": bench, "arm": arm, "per_token": stats.median_in_one_mode(tokens)})
     return out
