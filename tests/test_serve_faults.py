@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SHARED_GSM8K, standin_processes, standin_overrides, write_behaviour
+from conftest import ROOT, standin_processes, standin_overrides, write_behaviour
 from specrepro.config import compose
 from specrepro.serve import ServeError, serve_arm
 

@@ -76,15 +76,20 @@ def claims_table(analysis: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms", "median_tpot_ms", "output_throughput")
+
+
 def noise_table(analysis: Dict[str, Any]) -> str:
     lines = ["| benchmark | metric | noise floor (CV) | from |", "| --- | --- | --- | --- |"]
     for n in analysis["noise_floors"]:
+        if n["metric"] not in HEADLINE_METRICS:
+            continue
         floor = n["noise_floor"]
         lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | {n['source']} |")
     return "\n".join(lines)
 
 
-def executed_statement(cfg: Dict[str, Any], runs: "pd.DataFrame") -> str:
+def executed_statement(cfg: Dict[str, Any]) -> str:
     plat = cfg["platform"]
     if plat["accelerator"] == "none":
         return ("**Where this ran:** platform `{}` without an accelerator. The servers here were not sglang "
@@ -118,12 +123,13 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     parts = [
         f"# {cfg['experiment']['name']}: results",
         "",
-        executed_statement(cfg, runs),
+        executed_statement(cfg),
         "",
         placement_statement(cfg),
         "",
         f"sglang {cfg['sglang']['version']}, model {cfg['model']['name']}, baseline arm `{analysis['baseline']}`, "
-        f"{cfg['experiment']['repeats']} repeats per benchmark, one server per arm.",
+        "repeats: " + ", ".join(f"{b} {(v.get('repeats') or cfg['experiment']['repeats'])}"
+                                for b, v in cfg["benchmarks"].items()) + "; one server per arm.",
         "",
         seed_tables(cfg, analysis),
         "",

@@ -191,11 +191,11 @@ class SpecreproConfig:
     results_dir: str = MISSING
     cache_dir: str = MISSING
     project_root: str = MISSING
-    # allow fetching data and sources from the network
+    # true: never download data (GSM8K must be at its configured path) and
+    # tell sglang's clients to stay off the model hub
     offline: bool = False
 
 
 def register_configs() -> None:
-    cs = ConfigStore.instance()
     # One schema for the whole tree: every group option merges into a typed node.
     ConfigStore.instance().store(name="specrepro_schema", node=SpecreproConfig)

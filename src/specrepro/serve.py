@@ -16,7 +16,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
