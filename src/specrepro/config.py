@@ -83,12 +83,30 @@ def config_hash(cfg: Dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def check_resolved(cfg: Dict[str, Any], source: str = "config") -> Dict[str, Any]:
+    """A resolved config (written earlier, maybe by an older specrepro) against today's schema.
+
+    Keys added since get their defaults; unknown keys and wrong types are errors.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from specrepro.schema import SpecreproConfig
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(SpecreproConfig), cfg)
+        cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError([f"{source}: {_hydra_message(exc)}"]) from exc
+    validate(cfg)
+    return cfg
+
+
 def load_resolved(path: Path) -> Dict[str, Any]:
     cfg = yaml.safe_load(Path(path).read_text())
     if not isinstance(cfg, dict) or "experiment" not in cfg:
         raise ConfigError([f"{path}: not a resolved specrepro config (no `experiment` key)"])
-    validate(cfg)
-    return cfg
+    return check_resolved(cfg, str(path))
 
 
 def dump_resolved(cfg: Dict[str, Any]) -> str:

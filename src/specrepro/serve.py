@@ -36,6 +36,34 @@ class ServeError(RuntimeError):
     """A server that crashed, never became ready or stopped answering."""
 
 
+def gpu_facts() -> Dict[str, str]:
+    """GPU model, count, driver and ROCm/CUDA versions of this host, from the vendors' tools."""
+    facts: Dict[str, str] = {}
+    queries = {
+        "nvidia": ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+        "rocm": ["rocm-smi", "--showproductname", "--showdriverversion", "--csv"],
+    }
+    for vendor, cmd in queries.items():
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0 and out.stdout.strip():
+            lines = [line for line in out.stdout.strip().splitlines() if line.strip()]
+            facts[f"{vendor}_smi"] = redact(" | ".join(lines))[:500]
+            facts["gpu_count"] = str(len(lines) - (1 if vendor == "rocm" else 0))
+    for path, key in (("/opt/rocm/.info/version", "rocm_version"),):
+        if os.path.isfile(path):
+            facts[key] = Path(path).read_text().strip()
+    try:
+        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=30).stdout
+        if "release" in nvcc:
+            facts["cuda_version"] = nvcc.split("release")[1].split(",")[0].strip()
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return facts or {"gpu": "none found"}
+
+
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -352,7 +380,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 server.stop(serve["shutdown_grace_s"])
                 print(f"arm {arm}: server {server.launch_id} stopped", file=log, flush=True)
         record = {"arm": arm, "runs": [r.stem for r in campaign.bench_runs(arm)], "launches": launches,
-                  "placement": serve["placement"], "host": socket.gethostname(),
+                  "placement": serve["placement"], "host": socket.gethostname(), "hardware": gpu_facts(),
                   "image": image, "server_log": str(arm_dir / "server.log"),
                   "server_args": campaign.server_args(arm)}
         _append_launches(arm_dir / "launches.jsonl", launches)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from specrepro.campaign import Campaign
-from specrepro.config import compose, validate
+from specrepro.config import check_resolved, compose
 
 
 def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
     """`specrepro run` passes a resolved config; plain Snakemake passes overrides."""
     if "experiment" in config:
-        validate(config)
+        config.update(check_resolved(config, "--configfile"))
     else:
         overrides = config.pop("overrides", []) or []
         if isinstance(overrides, str):
