@@ -7,6 +7,8 @@ bench_serving client (sglang 0.5.20's own), MLflow and the analysis are real.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pandas as pd
 import pytest
@@ -108,3 +110,19 @@ def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):
     before = len(runs)
     specrepro("run", *campaign["overrides"], "--", "--forcerun", "track_campaign", env=campaign["env"])
     assert len(client.search_runs([exp.experiment_id], max_results=1000)) == before
+
+
+def test_snakemake_report_carries_the_campaign_report(campaign, tmp_path):
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    out = tmp_path / "report.zip"
+    proc = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--report", str(out), "--configfile",
+                           str(campaign["results"] / "resolved_config.yaml")], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **campaign["env"]})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = zipfile.ZipFile(out).namelist()
+    assert any(n.endswith("report.html") and "/data/raw/" in n for n in names), names
