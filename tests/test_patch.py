@@ -104,3 +104,37 @@ def test_second_patch_failing_rolls_back_the_first(installed_copy, tmp_path):
         apply_series(installed_copy, [read_series(SERIES)[0], bad])
     assert "0002-missing-file.patch" in str(info.value) and "sglang/nope.py" in str(info.value)
     assert tree_digest(installed_copy) == before
+
+
+def test_url_patch_is_fetched_once_and_verified(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    from specrepro.patching import sha256_file
+    from specrepro.sources import SourceError, resolve_patch_series
+
+    served = tmp_path / "served"
+    served.mkdir()
+    patch = read_series(SERIES)[0]
+    shutil.copy(patch, served / "pr.diff")
+    hits = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            hits.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/pr.diff"
+    try:
+        entry = [{"url": url, "sha256": sha256_file(patch)}]
+        cache = tmp_path / "cache"
+        first = resolve_patch_series(entry, PROJECT_ROOT, cache, io.StringIO())
+        second = resolve_patch_series(entry, PROJECT_ROOT, cache, io.StringIO())
+        assert first == second and first[0].read_bytes() == patch.read_bytes()
+        assert len(hits) == 1  # fetched once
+        with pytest.raises(SourceError, match="does not match"):
+            resolve_patch_series([{"url": url, "sha256": "0" * 64}], PROJECT_ROOT, cache, io.StringIO())
+    finally:
+        server.shutdown()
