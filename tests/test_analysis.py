@@ -118,3 +118,25 @@ def test_bad_table_names_the_problem():
         analyze(pd.DataFrame({"arm": ["a"], "value": [1.0]}))
     with pytest.raises(TableError, match="non-numeric"):
         analyze(pd.DataFrame([{"arm": "a", "benchmark": "b", "repeat": 1, "metric": "m", "value": "x"}]))
+
+
+def test_analyze_cli_on_the_seed_table(tmp_path):
+    import subprocess
+    import sys
+
+    from specrepro.config import PROJECT_ROOT
+
+    table = tmp_path / "seed.csv"
+    seed_table().to_csv(table, index=False)
+    reference = tmp_path / "reference.yaml"
+    reference.write_text(yaml.safe_dump({"bench_serving": {"output_throughput": SEED_TPUT, "mean_tpot_ms": SEED_TPOT},
+                                         "gsm8k": {"accuracy": SEED_ACC}}))
+    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "analyze", str(table), "--baseline", "main_rs_off",
+                          "--claims", str(CONF_DIR / "claims" / "eagle_topk_greedy.yaml"),
+                          "--reference-repeats", str(reference)], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "outside noise" in out.stdout
+    assert "No accuracy claim either way; the seed's repeats span every arm. | **INCONCLUSIVE**" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "specrepro.cli", "analyze", str(tmp_path / "missing.csv")],
+                         capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert bad.returncode == 2 and "missing.csv" in bad.stderr
