@@ -32,27 +32,27 @@ def cmd_config(args) -> int:
 
 def cmd_plan(args) -> int:
     from specrepro.campaign import Campaign
+    from specrepro.workflow_support import job_counts, job_table
 
-    # Snakemake composes the same overrides itself (the plain-Snakemake path),
-    # so its dry run starts at once and overlaps our own composition.
-    dry_run = subprocess.Popen(
-        _snakemake_argv(None, args.profile, ["--dry-run", "--quiet", "rules", *args.targets],
-                        overrides=args.overrides),
-        cwd=PROJECT_ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    try:
-        cfg = compose(args.overrides)
-    except ConfigError:
-        dry_run.kill()
-        dry_run.wait()
-        raise
-    print(Campaign(cfg).describe_plan())
+    cfg = compose(args.overrides)
+    campaign = Campaign(cfg)
+    print(campaign.describe_plan())
+    if not args.snakemake:
+        target = args.targets[0] if args.targets else "all"
+        print(f"\n# DAG jobs for `{target}` on an empty results folder "
+              "(`--snakemake`: Snakemake's own dry run, which skips what is already done):")
+        print(job_table(job_counts(campaign, target)))
+        return 0
     print("\n# DAG jobs (snakemake --dry-run):")
-    output, _ = dry_run.communicate()
-    if dry_run.returncode != 0:
-        sys.stderr.write(output)
-        return dry_run.returncode
-    print(_job_table(output))
+    sys.stdout.flush()
+    proc = subprocess.run(
+        _snakemake_argv(None, args.profile, [*args.targets, "--dry-run", "--quiet", "rules"], overrides=args.overrides),
+        cwd=PROJECT_ROOT, text=True, capture_output=True,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        return proc.returncode
+    print(_job_table(proc.stdout + proc.stderr))
     return 0
 
 
@@ -141,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*")
     p.add_argument("--profile", default=None)
     p.add_argument("--target", dest="targets", action="append", default=[], help="Snakemake target(s) to plan")
+    p.add_argument("--snakemake", action="store_true",
+                   help="list the jobs from Snakemake's dry run (state-aware, slower) instead of the campaign's fan-out")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="compose once, write the resolved config, run Snakemake")
