@@ -140,3 +140,13 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "specrepro.cli", "analyze", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert bad.returncode == 2 and "missing.csv" in bad.stderr
+
+
+def test_seed_tables_have_the_seeds_shape():
+    from specrepro.config import compose
+    from specrepro.report import seed_tables
+
+    text = seed_tables(compose(), analyze(seed_table(), None, "main_rs_off"))
+    assert "| arm | accept len | seed | accuracy | seed | invalid | seed |" in text
+    assert "| pr_rs_on | 3.882 (n=1) | 3.882 | 0.940 (n=1) | 0.940 | 0.000 (n=1) | 0.000 |" in text
+    assert "| main_rs_on | 3.29 (n=1) | 3.29 | not run | 285.7 (n=1) | 285.7 |" in text

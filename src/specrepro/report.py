@@ -47,26 +47,34 @@ def _cell(summary: Dict, arm: str, bench: str, metric: str, digits: int = 3) -> 
     return f"{s['mean']:.{digits}f}{pm}"
 
 
+# The seed's two tables: (title, benchmark, [(header, metric, digits, seed figure beside it)]).
+SEED_TABLES = [
+    ("GSM8K (accept length is the metric the fix moves)", "gsm8k",
+     [("accept len", "accept_length", 3, True), ("accuracy", "accuracy", 3, True), ("invalid", "invalid_rate", 3, True)]),
+    ("bench_serving (read mean TPOT, not median)", "bench_serving",
+     [("mean TPOT (ms)", "mean_tpot_ms", 2, True), ("median TPOT (ms)", "median_tpot_ms", 2, False),
+      ("output tok/s", "output_throughput", 1, True)]),
+]
+
+
 def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
     """The seed's two tables in its shape: every cell mean ± 95% CI, the seed's figure beside it."""
     summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
     ref = cfg["experiment"].get("reference") or {}
-    arms = list(cfg["experiment"]["arms"])
-    lines = ["### GSM8K (accept length is the metric the fix moves)", "",
-             "| arm | accept len | seed | accuracy | seed | invalid | seed |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for arm in arms:
-        r = ref.get(arm, {}).get("gsm8k", {})
-        lines.append(f"| {arm} | {_cell(summary, arm, 'gsm8k', 'accept_length')} | {_fmt(r.get('accept_length'))} | "
-                     f"{_cell(summary, arm, 'gsm8k', 'accuracy')} | {_fmt(r.get('accuracy'))} | "
-                     f"{_cell(summary, arm, 'gsm8k', 'invalid_rate')} | {_fmt(r.get('invalid_rate'))} |")
-    lines += ["", "### bench_serving (read mean TPOT, not median)", "",
-              "| arm | mean TPOT (ms) | seed | median TPOT (ms) | output tok/s | seed |", "| --- | --- | --- | --- | --- | --- |"]
-    for arm in arms:
-        r = ref.get(arm, {}).get("bench_serving", {})
-        lines.append(f"| {arm} | {_cell(summary, arm, 'bench_serving', 'mean_tpot_ms', 2)} | {_fmt(r.get('mean_tpot_ms'), 2)} | "
-                     f"{_cell(summary, arm, 'bench_serving', 'median_tpot_ms', 2)} | "
-                     f"{_cell(summary, arm, 'bench_serving', 'output_throughput', 1)} | {_fmt(r.get('output_throughput'), 1)} |")
-    return "\n".join(lines)
+    lines: List[str] = []
+    for title, bench, columns in SEED_TABLES:
+        header = ["arm"] + [h for h, _, _, seed in columns for h in ((h, "seed") if seed else (h,))]
+        lines += [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        for arm in cfg["experiment"]["arms"]:
+            published = ref.get(arm, {}).get(bench, {})
+            cells = [arm]
+            for _, metric, digits, seed in columns:
+                cells.append(_cell(summary, arm, bench, metric, digits))
+                if seed:
+                    cells.append(_fmt(published.get(metric), digits))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def claims_table(analysis: Dict[str, Any]) -> str:
