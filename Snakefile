@@ -1,6 +1,6 @@
 # specrepro: reproduce an LLM-serving change's claims as a DAG.
 #   specrepro run [OVERRIDES...]            (composes the Hydra config once)
-#   snakemake --profile profiles/local --config overrides='[model=llama31_8b_eagle3]'
+#   snakemake --profile rocm --config overrides='[model.server_args.model_path=/models/GLM-5.2-MXFP4]'
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -9,18 +9,44 @@ min_version("9.0")
 from specrepro.workflow_support import (
     arm_input_tree,
     campaign_for_snakemake,
-    series_targets,
+    targets,
 )
 
 CAMPAIGN = campaign_for_snakemake(config)
 R = str(CAMPAIGN.results_dir)
-SERIES = series_targets(CAMPAIGN)
+VERDICTS = targets(
+    CAMPAIGN, "patch_check", f"{R}/patch_check/{{ref}}/{{series}}/verdict.json"
+)
+
+
+wildcard_constraints:
+    ref=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
+    series=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    arm=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+# Light and network-bound jobs run where Snakemake runs (the submit host
+# reaches GitHub, the package registry and the MLflow server; compute nodes
+# often do not).  Only the image build, the checks and measuring jobs are
+# cluster jobs.
+localrules:
+    all,
+    cpu_stages,
+    source,
+    patch,
+    collect,
+    report,
+    cpu_report,
+    track_cpu_stages,
+    track_campaign,
+    resolved_config,
 
 
 include: "workflow/rules/source.smk"
 include: "workflow/rules/patch.smk"
 include: "workflow/rules/patch_check.smk"
 include: "workflow/rules/image.smk"
+include: "workflow/rules/gpu_check.smk"
 include: "workflow/rules/serve_bench.smk"
 include: "workflow/rules/collect.smk"
 include: "workflow/rules/track.smk"
@@ -36,11 +62,6 @@ rule all:
 
 rule cpu_stages:
     input:
-        expand(
-            f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
-            zip,
-            ref=[s[0] for s in SERIES],
-            series=[s[1] for s in SERIES],
-        ),
+        VERDICTS,
         f"{R}/report/cpu_stages.md",
         f"{R}/tracking/cpu_stages.json",

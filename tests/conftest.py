@@ -50,9 +50,23 @@ def standin_assets(check_python, tmp_path_factory):
     return out
 
 
-def standin_processes() -> list:
-    out = subprocess.run(["pgrep", "-f", "sglang_standin.py"], capture_output=True, text=True).stdout
-    return out.split()
+def standin_processes(behaviour: Path) -> list:
+    """Stand-in servers of one test: those whose environment names its behaviour file.
+
+    Scoped so that another test's (or campaign's) stand-in on the same host never counts.
+    """
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"sglang_standin.py" in cmdline and f"SPECREPRO_STANDIN_BEHAVIOUR={behaviour}".encode() in environ:
+            found.append(proc.name)
+    return found
 
 
 def write_behaviour(path: Path, assets: Path, **overrides) -> Path:
@@ -65,6 +79,7 @@ def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs
     """A small campaign on the stand-in platform: the seed's arms, short benchmarks."""
     all_arms = ["main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg"]
     out = [f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]", "platform=standin", f"results_dir={results}",
+           f"model.server_args.model_path={assets / 'tokenizer'}",
            "benchmarks.gsm8k.repeats=1", "benchmarks.gsm8k.gsm8k.num_questions=24",
            "benchmarks.bench_serving.serving.input_len=64", "benchmarks.bench_serving.serving.output_len=32",
            "benchmarks.bench_serving.serving.num_prompts=4",

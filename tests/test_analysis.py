@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from specrepro.analysis import stats
-from specrepro.analysis.verdicts import REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED, TableError, analyze
+from specrepro.analysis.analyze import REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED, TableError, analyze
 from specrepro.config import CONF_DIR
 
 SEED_TPUT = [310.2, 312.9, 309.7]
@@ -144,7 +144,7 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
 
 def test_seed_tables_have_the_seeds_shape():
     from specrepro.config import compose
-    from specrepro.report import seed_tables
+    from specrepro.analysis.report import seed_tables
 
     text = seed_tables(compose(), analyze(seed_table(), None, "main_rs_off"))
     assert "| arm | accept len | seed | accuracy | seed | invalid | seed |" in text

@@ -7,7 +7,7 @@ import json
 import time
 
 from specrepro.config import PROJECT_ROOT
-from specrepro.cpu_check import ensure_env, env_key, requirements_file
+from specrepro.patch_check import ensure_env, env_key, requirements_file
 
 
 def checks(verdict, tree):

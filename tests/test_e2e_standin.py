@@ -25,14 +25,15 @@ def campaign(tmp_path_factory, standin_assets, check_python):
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
     overrides = standin_overrides(results, standin_assets)
     proc = specrepro("run", *overrides, env=env, timeout=3000)
-    return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr}
+    return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
+            "behaviour": behaviour}
 
 
 def test_one_server_launch_per_arm(campaign):
     arms_dir = campaign["results"] / "arms"
     assert sorted(p.name for p in arms_dir.iterdir()) == ["main_rs_off", "main_rs_on", "pr_rs_on"]
-    launches = [line for arm in arms_dir.iterdir() for line in (arm / "launches.jsonl").read_text().splitlines()]
-    assert len(launches) == 3
+    launches = [json.loads(line) for arm in arms_dir.iterdir() for line in (arm / "launches.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in launches].count("start") == 3 and all(e.get("status", "ok") == "ok" for e in launches)
     for arm in arms_dir.iterdir():
         log = (arm / "server.log").read_text()
         assert log.count("# specrepro launch") == 1
@@ -43,7 +44,7 @@ def test_one_server_launch_per_arm(campaign):
 
 
 def test_no_server_left_behind(campaign):
-    assert standin_processes() == []
+    assert standin_processes(campaign["behaviour"]) == []
 
 
 def test_tidy_tables(campaign):

@@ -26,6 +26,8 @@ def arm_cfg(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECREPRO_TEST_PYTHON", sys.executable)
     monkeypatch.setenv("SPECREPRO_STANDIN_BEHAVIOUR", str(behaviour))
 
+    (tmp_path / "tokenizer").mkdir(exist_ok=True)  # the model folder the server is given
+
     def make(repeats=1, questions=8, **faults):
         write_behaviour(behaviour, tmp_path, **faults)
         overrides = standin_overrides(tmp_path / "results", tmp_path, arms=("main_rs_on",))
@@ -44,7 +46,17 @@ def run_arm(cfg, image):
     out = Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "arm.json"
     log = Path(cfg["results_dir"]) / "logs" / "serve_bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    return serve_arm(cfg, "main_rs_on", image, out, log)
+    with open(log, "a") as fh:
+        return serve_arm(cfg, "main_rs_on", image, out, fh)
+
+
+def behaviour_of(cfg):
+    return Path(cfg["results_dir"]).parent / "behaviour.json"
+
+
+def launch_events(cfg):
+    path = Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "launches.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def runs_done(cfg):
@@ -59,7 +71,7 @@ def test_crash_mid_benchmark_fails_fast_with_log_tail(arm_cfg):
     assert time.monotonic() - start < 60
     message = str(info.value)
     assert "crashed" in message and "Scheduler hit an exception" in message
-    assert standin_processes() == []
+    assert standin_processes(behaviour_of(cfg)) == []
     assert runs_done(cfg) == []
 
 
@@ -70,7 +82,7 @@ def test_never_ready_times_out_with_log_tail(arm_cfg):
         run_arm(cfg, image)
     assert "not ready after 3 s" in str(info.value) and "serve.ready_timeout_s" in str(info.value)
     assert "Load weight begin" in str(info.value)
-    assert standin_processes() == []
+    assert standin_processes(behaviour_of(cfg)) == []
 
 
 def test_server_that_stops_answering_times_out(arm_cfg):
@@ -78,7 +90,7 @@ def test_server_that_stops_answering_times_out(arm_cfg):
     with pytest.raises(ServeError) as info:
         run_arm(cfg, image)
     assert "stopped answering" in str(info.value)
-    assert standin_processes() == []
+    assert standin_processes(behaviour_of(cfg)) == []
 
 
 def test_malformed_json_answer_is_an_error_not_a_number(arm_cfg):
@@ -108,10 +120,16 @@ def test_rerun_after_a_crash_measures_only_what_is_missing(arm_cfg):
     first = json.loads(done[0].read_text())
     cfg, image = arm_cfg(repeats=2)
     record = run_arm(cfg, image)
-    assert len(record["launches"]) == 1
     again = [json.loads(p.read_text()) for p in runs_done(cfg)]
     assert again[0] == first  # r1 kept as measured
     assert again[1]["server_launch"] != first["server_launch"]
+    # both launches are on record, the failed one with its error; the arm record names the ones its runs used
+    events = launch_events(cfg)
+    assert [(e["event"], e.get("status")) for e in events] == [("start", None), ("end", "failed"), ("start", None),
+                                                               ("end", "ok")]
+    assert "crashed" in events[1]["error"]
+    assert {e["launch_id"] for e in record["launches"]} == {first["server_launch"], again[1]["server_launch"]}
+    assert record["runs"]["gsm8k/r1"]["server_launch"] == first["server_launch"]
 
 
 def test_two_campaigns_at_once_do_not_collide(arm_cfg, tmp_path):
@@ -120,14 +138,15 @@ def test_two_campaigns_at_once_do_not_collide(arm_cfg, tmp_path):
     cfg_b["results_dir"] = str(tmp_path / "results_b")
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         records = list(pool.map(run_arm, (cfg_a, cfg_b), (image, image)))
-    assert all(len(r["launches"]) == 1 for r in records)
-    ports = {json.loads(Path(c["results_dir"], "arms/main_rs_on/launches.jsonl").read_text())["port"] for c in (cfg_a, cfg_b)}
+    assert all(len(r["launches"]) == 2 for r in records)  # one start and one end each
+    ports = {launch_events(c)[0]["port"] for c in (cfg_a, cfg_b)}
     assert len(ports) == 2
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     behaviour = write_behaviour(tmp_path / "behaviour.json", tmp_path, step_ms=50.0)
+    (tmp_path / "tokenizer").mkdir()
     env = {**os.environ, "SPECREPRO_TEST_PYTHON": sys.executable, "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
     results = tmp_path / "results"
     overrides = standin_overrides(results, tmp_path, arms=("main_rs_on",)) + [
@@ -144,6 +163,6 @@ def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     os.killpg(proc.pid, sig)
     proc.wait(timeout=90)
     time.sleep(1.0)
-    assert standin_processes() == []
+    assert standin_processes(behaviour) == []
     assert not (results / "arms" / "main_rs_on" / "arm.json").exists()
     assert not list(results.glob("arms/main_rs_on/gsm8k/r*/run.json"))

@@ -6,7 +6,10 @@ so the plan printed is the plan run.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -75,16 +78,10 @@ class Campaign:
 
     def local_patch_files(self, series: str) -> List[str]:
         """Local files a series is made of (series files and patches), for rerun triggers."""
-        from specrepro.patching import read_series
+        from specrepro.sources import local_entry_files
 
-        files: List[str] = []
-        for entry in self.experiment["patch_series"][series]:
-            if entry.get("series"):
-                series_file = self.project_root / entry["series"]
-                files += [str(series_file), *map(str, read_series(series_file))]
-            elif entry.get("path"):
-                files.append(str(self.project_root / entry["path"]))
-        return files
+        return [str(f) for entry in self.experiment["patch_series"][series]
+                for f in local_entry_files(entry, self.project_root)]
 
     def repeats(self, benchmark: str) -> int:
         own = self.cfg["benchmarks"][benchmark].get("repeats")
@@ -99,6 +96,18 @@ class Campaign:
 
     def benchmark(self, name: str) -> Dict[str, Any]:
         return self.cfg["benchmarks"][name]
+
+    @property
+    def base_image_ref(self) -> str:
+        """The platform's base image with the pinned version filled in ('' without containers)."""
+        base = self.cfg["platform"].get("base_image") or ""
+        return base.format(version=self.cfg["sglang"]["version"])
+
+    @property
+    def config_hash(self) -> str:
+        from specrepro.config import config_hash
+
+        return config_hash(self.cfg)
 
     @property
     def exclusive(self) -> bool:
@@ -155,34 +164,96 @@ class Campaign:
 
     def gsm8k_argv(self, benchmark: str, repeat: int, base_url: str, output_dir: str) -> List[str]:
         return [
-            "specrepro", "gsm8k", "--base-url", base_url, "--benchmark", benchmark,
+            sys.executable, "-m", "specrepro.cli", "gsm8k", "--base-url", base_url, "--benchmark", benchmark,
             "--repeat", str(repeat), "--output-dir", output_dir,
             "--config", str(self.results_dir / "resolved_config.yaml"),
         ]
 
-    def bench_argv(self, run: BenchRun, base_url: str, output_dir: str) -> List[str]:
-        kind = self.benchmark(run.benchmark)["kind"]
-        if kind == "gsm8k":
-            return self.gsm8k_argv(run.benchmark, run.repeat, base_url, output_dir)
-        return self.bench_serving_argv(run.benchmark, run.repeat, base_url, f"{output_dir}/bench_serving.jsonl")
+    def client_data_files(self, benchmark: str) -> List[str]:
+        """Local files a benchmark's client reads next to the server (mounted read-only into its container)."""
+        bench = self.benchmark(benchmark)
+        if bench["kind"] == "bench_serving" and bench["serving"].get("dataset_path"):
+            return [bench["serving"]["dataset_path"]]
+        return []
+
+    # --- GPU check -------------------------------------------------------------
+    def gpu_check_runs(self, arm: str) -> bool:
+        mode = self.cfg["gpu_check"]["enabled"]
+        return mode == "always" or (mode == "auto" and self.cfg["platform"]["accelerator"] != "none")
+
+    def gpu_check_for_arm(self, arm: str) -> List[str]:
+        return [str(self.results_dir / "gpu_check" / arm / "verdict.json")] if self.gpu_check_runs(arm) else []
+
+    def gpu_check_key(self, arm: str) -> Dict[str, Any]:
+        return {"gpu_check": self.cfg["gpu_check"], "platform": self.cfg["platform"]["name"],
+                "series": self.series_of(arm), "ref": self.ref_of(arm)}
+
+    # --- what determines a measurement ---------------------------------------
+    def measurement_key(self, arm: str) -> Dict[str, Any]:
+        """Everything that determines what an arm measures (not where results are stored).
+
+        Its hash keys every run record: a record is reused only under the same key.
+        """
+        serve = {k: v for k, v in self.cfg["serve"].items()
+                 if k not in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "bench_timeout_s")}
+        return {
+            "sglang": {k: self.cfg["sglang"][k] for k in ("version", "git_ref")},
+            "sglang_ref": self.ref_of(arm),
+            "patch_series": self.experiment["patch_series"].get(self.series_of(arm) or "", []),
+            "server_args": self.server_args(arm),
+            "benchmarks": {b: self.benchmark(b) for b in self.arm(arm)["benchmarks"]},
+            "repeats": {b: self.repeats(b) for b in self.arm(arm)["benchmarks"]},
+            "serve": serve,
+            "offline": self.cfg.get("offline", False),
+            "platform": {k: v for k, v in self.cfg["platform"].items() if k not in ("mounts", "runtime_command")},
+            "model_gpus": self.cfg["model"]["gpus"],
+        }
+
+    def run_key(self, arm: str, benchmark: str) -> str:
+        """The key of one benchmark's records of an arm: server, image inputs, benchmark settings."""
+        key = self.measurement_key(arm)
+        key["benchmarks"] = {benchmark: key["benchmarks"][benchmark]}
+        key.pop("repeats")
+        return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def analysis_key(self) -> Dict[str, Any]:
+        """What the report depends on besides the measured tables."""
+        claims = Path(self.claims_path)
+        return {"claims_sha256": hashlib.sha256(claims.read_bytes()).hexdigest() if claims.is_file() else None,
+                "reference": self.experiment.get("reference"),
+                "reference_repeats": self.experiment.get("reference_repeats"),
+                "baseline_arm": self.experiment["baseline_arm"],
+                "skip_claims": self.experiment.get("skip_claims") or []}
 
     def describe_plan(self) -> str:
-        """Per arm: the server command and every benchmark command, as shell lines."""
-        host = self.cfg["serve"]["host"]
-        port = self.cfg["serve"]["port"] or "PORT"
-        base_url = f"http://{host}:{port}"
+        """Per arm: the server command and every benchmark command, exactly as they run.
+
+        Values known only at launch are symbols: $PORT (a free port), $GPU<i>
+        (the GPUs the job is granted), $IMAGE (the image the image stage resolved),
+        $USER (the caller's uid:gid), $LAUNCH (the launch id).
+        """
+        from specrepro.launch import Launcher, planned_context
+
         lines = [
             f"# campaign {self.name}: sglang {self.cfg['sglang']['version']} ({self.cfg['sglang']['git_ref']}), "
-            f"model {self.cfg['model']['name']}, platform {self.cfg['platform']['name']}",
+            f"model {self.cfg['model']['name']}, platform {self.cfg['platform']['name']} "
+            f"({self.cfg['platform']['container_runtime']})",
             f"# results: {self.results_dir}",
+            "# $PORT: a free port; $GPU<i>: the GPUs the job is granted; $IMAGE: the image the image stage resolved; "
+            "$USER: the caller's uid:gid; $LAUNCH: the launch id",
         ]
         for arm in self.arms:
             spec = self.arm(arm)
+            launcher = Launcher(self, arm)
+            ctx = planned_context(self, arm)
             lines.append("")
             lines.append(f"## arm {arm}: {spec.get('description', '')}")
             lines.append(f"#  sglang ref {self.ref_of(arm)}, patch series {self.series_of(arm) or 'none'}")
-            lines.append("server: " + shlex.join(self.server_argv(arm, host, port)))
+            if self.gpu_check_runs(arm):
+                lines.append(f"#  gpu_check first (one GPU, about a minute, in this arm's image; "
+                             f"{'a failure stops this arm' if self.series_of(arm) else 'the control: it shows the bug'})")
+            lines.append("server: " + shlex.join(launcher.server_argv(ctx)))
             for run in self.bench_runs(arm):
                 out = str(self.arm_dir(arm) / run.stem)
-                lines.append(f"bench {run.benchmark} r{run.repeat}: " + shlex.join(self.bench_argv(run, base_url, out)))
+                lines.append(f"bench {run.benchmark} r{run.repeat}: " + shlex.join(launcher.client_argv(ctx, run, out)))
         return "\n".join(lines)

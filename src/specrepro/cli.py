@@ -72,13 +72,12 @@ def _write_resolved(cfg) -> Path:
     Unchanged content keeps its mtime, so Snakemake never sees a new config
     where there is none.
     """
+    from specrepro.fileio import write_text_atomic
+
     path = Path(cfg["results_dir"]) / "resolved_config.yaml"
     text = dump_resolved(cfg)
     if not path.is_file() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text_atomic(path, text)
     return path
 
 
@@ -129,6 +128,124 @@ def cmd_flags_table(args) -> int:
     return 0
 
 
+def cmd_accept_len(args) -> int:
+    from specrepro.accept_length import parse_decode_lines
+
+    results = {}
+    for path in args.logs:
+        p = Path(path)
+        if not p.is_file():
+            print(f"specrepro accept-len: {p}: no such file", file=sys.stderr)
+            return 2
+        with open(p, encoding="utf-8", errors="replace") as fh:
+            results[str(p)] = parse_decode_lines(fh).as_dict()
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        for path, r in results.items():
+            value = "n/a" if r["accept_length"] is None else f"{r['accept_length']:.3f}"
+            print(f"{path}: accept length {value} over {r['lines']} decode lines "
+                  f"(rank {r['rank'] or '-'}; {r['malformed_lines']} malformed lines skipped)")
+    return 0
+
+
+def cmd_gsm8k(args) -> int:
+    from specrepro import gsm8k
+
+    return gsm8k.cli(args)
+
+
+def cmd_analyze(args) -> int:
+    import pandas as pd
+    import yaml
+
+    from specrepro.analysis.analyze import TableError, analyze
+    from specrepro.analysis.claims import load_claims
+
+    path = Path(args.table)
+    if not path.is_file():
+        print(f"specrepro analyze: {path}: no such file", file=sys.stderr)
+        return 2
+    try:
+        runs = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as exc:  # pandas raises many kinds; the user needs the file name
+        print(f"specrepro analyze: {path}: cannot read as a table ({exc})", file=sys.stderr)
+        return 2
+    requests = None
+    if args.requests:
+        requests = pd.read_parquet(args.requests) if args.requests.endswith(".parquet") else pd.read_csv(args.requests)
+    claims = load_claims(Path(args.claims)) if args.claims else None
+    reference = yaml.safe_load(Path(args.reference_repeats).read_text()) if args.reference_repeats else None
+    try:
+        result = analyze(runs, requests, args.baseline, claims, reference)
+    except TableError as exc:
+        print(f"specrepro analyze: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, indent=1, default=str))
+        return 0
+    from specrepro.analysis.report import claims_table, noise_table
+
+    for d in result["deltas"]:
+        if d.get("relative") is not None:
+            print(f"{d['benchmark']:>14} {d['metric']:<22} {d['arm']:>16} vs {d['baseline']}: {d['relative']:+.2%} "
+                  f"[{d['ci_low']:+.2%}, {d['ci_high']:+.2%}] {d['verdict']}")
+    print()
+    print(noise_table(result))
+    if claims:
+        print()
+        print(claims_table(result))
+    return 0
+
+
+def cmd_log(args) -> int:
+    """Log a campaign's results from disk to MLflow (idempotent)."""
+    from specrepro.config import load_resolved
+    from specrepro.tracking import log_campaign
+
+    results = Path(args.results_dir)
+    cfg_path = results / "resolved_config.yaml"
+    if not cfg_path.is_file():
+        print(f"specrepro log: {cfg_path} not found: is {results} a campaign's results folder?", file=sys.stderr)
+        return 2
+    cfg = load_resolved(cfg_path)
+    if args.tracking_uri:
+        cfg["tracking"]["uri"] = args.tracking_uri
+    logged = log_campaign(cfg, sorted(results.glob("patch_check/*/*/verdict.json")), with_results=True)
+    print(f"logged {len(logged['children'])} runs of {results} to {logged['tracking_uri']} "
+          f"(parent run {logged['parent_run']})")
+    return 0
+
+
+def add_tool_subcommands(sub) -> None:
+    p = sub.add_parser("gsm8k", help="one GSM8K repeat against a running server (few_shot_gsm8k semantics)")
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--benchmark", default="gsm8k")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--output-dir", required=True)
+    p.add_argument("--config", required=True, help="a resolved config (results/<campaign>/resolved_config.yaml)")
+    p.set_defaults(func=cmd_gsm8k)
+
+    p = sub.add_parser("analyze", help="noise floors, deltas, tests and claim verdicts on a tidy table")
+    p.add_argument("table", help="CSV or Parquet with arm, benchmark, repeat, metric, value, unit")
+    p.add_argument("--requests", default=None, help="optional per-request table")
+    p.add_argument("--baseline", default=None)
+    p.add_argument("--claims", default=None, help="claims YAML (conf/claims/...)")
+    p.add_argument("--reference-repeats", default=None, help="YAML benchmark -> metric -> [values] of an unchanged server")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("log", help="log a results folder to MLflow later (idempotent)")
+    p.add_argument("results_dir")
+    p.add_argument("--tracking-uri", default=None)
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("accept-len", help="accept length from sglang decode logs")
+    p.add_argument("logs", nargs="+")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_accept_len)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="specrepro", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -157,9 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default=None)
     p.set_defaults(func=cmd_flags_table)
 
-    from specrepro import tools
-
-    tools.add_subcommands(sub)
+    add_tool_subcommands(sub)
     return parser
 
 

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional
 
 import requests
 
+from specrepro.fileio import write_json, write_text_atomic
 from specrepro.patching import sha256_file
 
 INVALID = -9999999
@@ -139,12 +140,20 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
 
 
 def write_outputs(result: Dict[str, Any], output_dir: Path) -> None:
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with open(output_dir / "questions.jsonl.tmp", "w") as fh:
-        for rec in result["records"]:
-            fh.write(json.dumps(rec) + "\n")
-    (output_dir / "questions.jsonl.tmp").replace(output_dir / "questions.jsonl")
-    (output_dir / "summary.json").write_text(json.dumps(result["summary"], indent=1))
+    write_text_atomic(output_dir / "questions.jsonl", "".join(json.dumps(rec) + "\n" for rec in result["records"]))
+    write_json(output_dir / "summary.json", result["summary"])
+
+
+def read_outputs(output_dir: Path) -> Dict[str, Any]:
+    """What `write_outputs` wrote (the client ran as its own process)."""
+    from specrepro.bench_serving import BenchOutputError
+
+    try:
+        records = [json.loads(line) for line in (output_dir / "questions.jsonl").read_text().splitlines() if line]
+        summary = json.loads((output_dir / "summary.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchOutputError(f"{output_dir}: GSM8K client outputs missing or malformed ({exc})") from exc
+    return {"records": records, "summary": summary}
 
 
 def cli(args, cfg: Optional[Dict[str, Any]] = None) -> int:

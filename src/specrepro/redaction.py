@@ -18,3 +18,10 @@ def redact(text: str, secrets: Optional[Iterable[str]] = None) -> str:
     for value in secrets if secrets is not None else secret_values():
         text = text.replace(value, "***")
     return text
+
+
+def mask_bytes(line: bytes, secrets: Iterable[str]) -> bytes:
+    """`redact` for raw bytes (a server's output on its way to the log)."""
+    for value in secrets:
+        line = line.replace(value.encode(), b"***")
+    return line

@@ -35,14 +35,42 @@ class PlatformConfig:
     gpu_model: Optional[str] = None
     gpu_arch: Optional[str] = None
     gpus_per_node: int = 0
-    # docker | podman | apptainer | none (bare process in a venv)
+    # docker | podman | apptainer | pyxis (srun --container-image) | none (bare process)
     container_runtime: str = "none"
-    # Base image to patch; `{version}` is the pinned sglang version.
+    # How to call the runtime (e.g. [podman, --root, /scratch/podman] or a full path); None: its name.
+    runtime_command: Optional[List[str]] = None
+    # Base image to patch; `{version}` is the pinned sglang version.  Resolved to
+    # a digest once per campaign; every arm runs that digest.
     base_image: Optional[str] = None
     # Where the base image has sglang installed (editable checkout).
     image_sglang_root: Optional[str] = None
-    # Extra arguments for the container runtime's run command (devices, ipc, shm).
+    # How an image reaches the node that runs it: `archive` (saved under
+    # cache_dir/images on the shared filesystem, loaded on the GPU node under a
+    # node-local lock when missing there) or `node` (one host builds and runs).
+    image_distribution: str = "archive"
+    # How the base image reaches GPU nodes: `pull` (by its repository digest) or `archive`.
+    base_distribution: str = "pull"
+    # Node-local folder for the locks that serialise image loads on one node.
+    node_lock_dir: str = "/tmp"
+    # Extra arguments for the container runtime's run command (ipc, shm, security).
     runtime_run_args: List[str] = field(default_factory=list)
+    # Device files every GPU container gets (ROCm: the KFD compute interface).
+    gpu_shared_devices: List[str] = field(default_factory=list)
+    # Device file of one granted GPU; `{index}` is the GPU's index on the node,
+    # `{render}` its DRI render minor (render_node_base + index).  None: the
+    # runtime's own GPU selection (docker --gpus, podman CDI, apptainer/pyxis env).
+    gpu_device_pattern: Optional[str] = None
+    render_node_base: int = 128
+    # Environment variables that name the GPUs a job was granted, in the order read.
+    gpu_grant_env: List[str] = field(default_factory=lambda: ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES",
+                                                               "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
+    # Extra bind mounts, `host[:container][:ro]`, for every container of the campaign.
+    mounts: List[str] = field(default_factory=list)
+    # JIT caches kept across launches (Triton, inductor, aiter): env name ->
+    # folder under cache_dir/compile/<image id>, mounted read-write.
+    compile_cache_env: Dict[str, str] = field(default_factory=dict)
+    # Host folder of the model hub cache (HF_HOME), mounted read-write; None: not mounted.
+    hf_home: Optional[str] = None
     # Environment for the server process (never secrets: those come from the
     # caller's environment and are passed by name only).
     server_env: Dict[str, str] = field(default_factory=dict)
@@ -149,6 +177,8 @@ class ExperimentConfig:
     reference_repeats: Dict[str, Dict[str, List[float]]] = field(default_factory=dict)
     # Claims file (conf-relative path) judged by the report.
     claims: Optional[str] = None
+    # Claim ids not judged in this campaign (e.g. when some arms were dropped); reported as skipped.
+    skip_claims: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -170,6 +200,22 @@ class ServeConfig:
     # exclusive: one measuring arm per node at a time.  packed: arms share a
     # node (GPUs permitting); recorded with every result and flagged as a noise risk.
     placement: str = "exclusive"
+    # Containers run as this `uid:gid`; `caller`: the user running the campaign,
+    # so results/ holds no root-owned files (root-squashed NFS).
+    container_user: str = "caller"
+    # GPUs for a server when no scheduler granted any (one host, no Slurm): node indices.
+    gpus: Optional[List[int]] = None
+
+
+@dataclass
+class GpuCheckConfig:
+    # auto: on every arm of a platform with an accelerator; always (also on a
+    # CPU: the eager half runs, the graph half says "needs a GPU"); never.
+    enabled: str = "auto"
+    timeout_s: float = 900.0
+    # Greedy rows drawn on the device, and graph replays per case.
+    greedy_rows: int = 4096
+    replays: int = 2000
 
 
 @dataclass
@@ -187,6 +233,7 @@ class SpecreproConfig:
     sglang: SglangConfig = field(default_factory=SglangConfig)
     benchmarks: Dict[str, BenchmarkConfig] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    gpu_check: GpuCheckConfig = field(default_factory=GpuCheckConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     results_dir: str = MISSING
     cache_dir: str = MISSING

@@ -2,10 +2,16 @@
 
 The server runs in its own process group (or container) and is torn down on
 success, failure, timeout, SIGINT and SIGTERM.  Each repeat is a separate
-benchmark invocation; its accept length is read from three sources scoped to
-its window (decode-log byte offsets, per-request meta_info, /metrics deltas).
-A repeat whose `run.json` exists is not measured again, so a rerun after a
-crash does only the missing work.
+benchmark invocation (the argv `plan` prints); its accept length is read from
+three sources scoped to its window (decode-log byte offsets of this launch,
+per-request meta_info, /metrics deltas).
+
+Every run record carries its key (`Campaign.run_key`: the arm's resolved
+server command, its image inputs, the benchmark's settings, the platform).  A
+record is reused only under the same key; one whose key no longer matches is
+moved aside to `superseded/` (kept, never counted) and measured again.  Every
+launch, failed ones included, is appended to `launches.jsonl` when it starts
+and when it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ import requests
 
 from specrepro import accept_length as al
 from specrepro.campaign import BenchRun, Campaign
-from specrepro.redaction import redact, secret_values
+from specrepro.fileio import write_json
+from specrepro.launch import LaunchContext, Launcher, caller_user, granted_gpus
+from specrepro.redaction import mask_bytes, redact, secret_values
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -36,32 +44,9 @@ class ServeError(RuntimeError):
     """A server that crashed, never became ready or stopped answering."""
 
 
-def gpu_facts() -> Dict[str, str]:
-    """GPU model, count, driver and ROCm/CUDA versions of this host, from the vendors' tools."""
-    facts: Dict[str, str] = {}
-    queries = {
-        "nvidia": ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-        "rocm": ["rocm-smi", "--showproductname", "--showdriverversion", "--csv"],
-    }
-    for vendor, cmd in queries.items():
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if out.returncode == 0 and out.stdout.strip():
-            lines = [line for line in out.stdout.strip().splitlines() if line.strip()]
-            facts[f"{vendor}_smi"] = redact(" | ".join(lines))[:500]
-            facts["gpu_count"] = str(len(lines) - (1 if vendor == "rocm" else 0))
-    for path, key in (("/opt/rocm/.info/version", "rocm_version"),):
-        if os.path.isfile(path):
-            facts[key] = Path(path).read_text().strip()
-    try:
-        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=30).stdout
-        if "release" in nvcc:
-            facts["cuda_version"] = nvcc.split("release")[1].split(",")[0].strip()
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return facts or {"gpu": "none found"}
+def host_facts() -> Dict[str, str]:
+    """Where the job ran (the GPU facts come from inside the image: specrepro.gpu_facts)."""
+    return {"host": socket.gethostname()}
 
 
 def free_port(host: str) -> int:
@@ -70,9 +55,11 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def log_tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40, start: int = 0) -> str:
     try:
-        text = path.read_text(errors="replace")
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read().decode(errors="replace")
     except OSError:
         return "(no server log)"
     return redact("\n".join(text.splitlines()[-lines:]))
@@ -81,98 +68,73 @@ def log_tail(path: Path, lines: int = 40) -> str:
 class Server:
     """A launched sglang server (bare process group or container)."""
 
-    def __init__(self, campaign: Campaign, arm: str, image: Dict[str, Any], log_path: Path, port: int):
+    def __init__(self, campaign: Campaign, arm: str, image: Dict[str, Any], log_path: Path, ctx: LaunchContext):
         self.campaign = campaign
         self.cfg = campaign.cfg
         self.arm = arm
         self.image = image
         self.log_path = log_path
+        self.ctx = ctx
+        self.launcher = Launcher(campaign, arm)
         self.host = self.cfg["serve"]["host"]
-        self.port = port
-        self.base_url = f"http://{self.host}:{port}"
+        self.base_url = f"http://{self.host}:{ctx.port}"
         self.proc: Optional[subprocess.Popen] = None
-        self.container: Optional[str] = None
-        self.launch_id = uuid.uuid4().hex[:12]
+        self.launch_id = ctx.launch_id
+        self.python = image.get("python") or self.cfg["platform"]["python"]
+        self.argv = self.launcher.server_argv(ctx, self.python)
+        self.log_start = 0
 
-    # --- command lines ------------------------------------------------------
     def env(self) -> Dict[str, str]:
-        plat = self.cfg["platform"]
-        env = dict(os.environ)
-        env.update({k: str(v) for k, v in (plat.get("server_env") or {}).items()})
-        # Millisecond timestamps in the log; UTC so windows compare across hosts.
-        env.update(SGLANG_LOG_MS="1", TZ="UTC", PYTHONUNBUFFERED="1")
+        """The environment of processes specrepro starts (the runtime, a bare server, host clients)."""
+        env = self.launcher.process_env(self.ctx)
         if self.image.get("pythonpath"):
             env["PYTHONPATH"] = os.pathsep.join([self.image["pythonpath"], env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         return env
 
-    def server_argv(self) -> List[str]:
-        plat = self.cfg["platform"]
-        python = self.image.get("python") or plat["python"]
-        head = [part.replace("{python}", python) for part in plat["server_command"]]
-        flags = self.campaign.server_flags(self.arm, self.host, self.port)
-        runtime = plat["container_runtime"]
-        if runtime == "none":
-            return head + flags
-        self.container = f"specrepro-{self.campaign.name}-{self.arm}-{self.launch_id}"
-        arm_dir = str(self.campaign.arm_dir(self.arm))
-        if runtime in ("docker", "podman"):
-            argv = [runtime, "run", "--rm", "--name", self.container, "--network", "host",
-                    "-v", f"{arm_dir}:{arm_dir}", *plat.get("runtime_run_args", [])]
-            # Secrets pass by name only: their values never reach a command line or log.
-            for name in plat.get("passthrough_env") or []:
-                argv += ["-e", name]
-            for k, v in (plat.get("server_env") or {}).items():
-                argv += ["-e", f"{k}={v}"]
-            argv += ["-e", "SGLANG_LOG_MS=1", "-e", "TZ=UTC", self.image["image"]]
-            return argv + head + flags
-        # apptainer: the host's environment passes through by default.
-        gpu_flag = "--rocm" if plat["accelerator"] == "rocm" else "--nv"
-        return ["apptainer", "exec", gpu_flag, "--bind", f"{arm_dir}:{arm_dir}", self.image["image"], *head, *flags]
-
-    def exec_prefix(self) -> List[str]:
-        """How to run a client next to the server (inside its container)."""
-        runtime = self.cfg["platform"]["container_runtime"]
-        if runtime in ("docker", "podman"):
-            return [runtime, "exec", self.container]
-        if runtime == "apptainer":
-            return ["apptainer", "exec", "--bind", f"{self.campaign.arm_dir(self.arm)}:{self.campaign.arm_dir(self.arm)}", self.image["image"]]
-        return []
-
     # --- lifecycle ------------------------------------------------------------
     def start(self) -> None:
-        argv = self.server_argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.launcher.runtime != "none":
+            self.launcher.compile_cache(self.ctx).mkdir(parents=True, exist_ok=True)
+            (self.launcher.compile_cache(self.ctx) / "home").mkdir(exist_ok=True)
         self.log_fh = open(self.log_path, "ab", buffering=0)
-        self.log_fh.write(f"# specrepro launch {self.launch_id}: {redact(shlex.join(argv))}\n".encode())
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
+        # Readiness and windows read this launch's part of the log only.
+        self.log_start = self.log_path.stat().st_size
+        self.log_fh.write(f"# specrepro launch {self.launch_id}: {redact(shlex.join(self.argv))}\n".encode())
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
                                      start_new_session=True, stdin=subprocess.DEVNULL)
-        self.argv = argv
         # The server's output reaches the log through a filter that masks
         # secret values: nothing the server prints can leak a token.
         self.pump = threading.Thread(target=self._pump_log, daemon=True)
         self.pump.start()
 
     def _pump_log(self) -> None:
-        secrets = [v.encode() for v in secret_values()]
+        secrets = secret_values()
         for line in iter(self.proc.stdout.readline, b""):
-            for value in secrets:
-                line = line.replace(value, b"***")
             try:
-                self.log_fh.write(line)
+                self.log_fh.write(mask_bytes(line, secrets))
             except (ValueError, OSError):  # log closed during teardown
                 break
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def tail(self, lines: int = 40) -> str:
+        return log_tail(self.log_path, lines, self.log_start)
+
     def crashed(self, what: str) -> ServeError:
         code = self.proc.poll() if self.proc else None
-        return ServeError(
-            f"arm {self.arm}: server {what} (exit code {code}); last lines of {self.log_path}:\n{log_tail(self.log_path)}"
-        )
+        return ServeError(f"arm {self.arm}: server {what} (exit code {code}); last lines of this launch in "
+                          f"{self.log_path}:\n{self.tail()}")
 
-    def wait_ready(self, timeout_s: float) -> float:
+    def _this_launch_log(self) -> str:
+        with open(self.log_path, "rb") as fh:
+            fh.seek(self.log_start)
+            return fh.read().decode(errors="replace")
+
+    def wait_ready(self, timeout_s: float, progress: Optional[IO] = None) -> float:
         start = time.monotonic()
+        last_note = start
         while time.monotonic() - start < timeout_s:
             if not self.alive():
                 raise self.crashed("exited before it was ready")
@@ -180,12 +142,17 @@ class Server:
                 ok = requests.get(f"{self.base_url}/health_generate", timeout=5).status_code == 200
             except requests.RequestException:
                 ok = False
-            if ok and READY_LINE in self.log_path.read_text(errors="replace"):
+            if ok and READY_LINE in self._this_launch_log():
                 return time.monotonic() - start
+            if progress is not None and time.monotonic() - last_note > 30:
+                last_note = time.monotonic()
+                tail = self.tail(1).strip()
+                print(f"arm {self.arm}: waiting for the server ({last_note - start:.0f} s of "
+                      f"serve.ready_timeout_s={timeout_s:.0f}); log: {tail[-160:]}", file=progress, flush=True)
             time.sleep(0.2)
         raise ServeError(
             f"arm {self.arm}: server not ready after {timeout_s:.0f} s (serve.ready_timeout_s); "
-            f"last lines of {self.log_path}:\n{log_tail(self.log_path)}"
+            f"last lines of this launch in {self.log_path}:\n{self.tail()}"
         )
 
     def warm_up(self, n: int, timeout_s: float) -> None:
@@ -201,11 +168,11 @@ class Server:
 
     def stop(self, grace_s: float) -> None:
         """Tear down the whole process group / container; idempotent."""
-        if self.container:
-            runtime = self.cfg["platform"]["container_runtime"]
-            if runtime in ("docker", "podman"):
-                subprocess.run([runtime, "stop", "-t", str(int(grace_s)), self.container],
-                               capture_output=True, timeout=grace_s + 30)
+        for cmd in self.launcher.stop_argv(self.ctx, grace_s):
+            try:
+                subprocess.run(cmd, capture_output=True, timeout=grace_s + 30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -259,60 +226,56 @@ def metrics_snapshot(server: Server) -> Dict[str, float]:
         return {}
 
 
+def _run_client(server: Server, run: BenchRun, argv: List[str], out_dir: Path, log: IO) -> None:
+    campaign = server.campaign
+    print("$ " + redact(shlex.join(argv)), file=log, flush=True)
+    with open(out_dir / "client.log", "wb") as client_log:
+        try:
+            proc = subprocess.run(argv, stdout=client_log, stderr=subprocess.STDOUT, env=server.env(),
+                                  timeout=campaign.cfg["serve"]["bench_timeout_s"], start_new_session=True)
+        except subprocess.TimeoutExpired as exc:
+            raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} exceeded serve.bench_timeout_s") from exc
+    if not server.alive():
+        raise server.crashed(f"crashed during {run.benchmark} r{run.repeat}")
+    if proc.returncode != 0:
+        tail = log_tail(out_dir / "client.log", 20)
+        if "timed out" in tail.lower() or "timeout" in tail.lower():
+            raise ServeError(
+                f"arm {server.arm}: server stopped answering during {run.benchmark} r{run.repeat} "
+                f"(no answer in serve.request_timeout_s={campaign.cfg['serve']['request_timeout_s']} s); "
+                f"client log {out_dir / 'client.log'}:\n{tail}\nlast lines of this launch in {server.log_path}:\n"
+                f"{server.tail()}")
+        raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} client failed (exit {proc.returncode}); "
+                         f"see {out_dir / 'client.log'}:\n{tail}")
+
+
 def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict[str, Any]:
     """One repeat: its window, its outputs, its accept length from three sources."""
-    from specrepro import gsm8k
     from specrepro.bench_serving import parse_bench_serving
+    from specrepro.gsm8k import read_outputs
 
     campaign = server.campaign
     bench = campaign.benchmark(run.benchmark)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("bench_serving.jsonl", "questions.jsonl", "summary.json"):
+        # sglang appends; a stale line from a dead attempt must not count
+        (out_dir / stale).unlink(missing_ok=True)
+    argv = server.launcher.client_argv(server.ctx, run, str(out_dir), python=server.python)
     before = metrics_snapshot(server)
     start_offset = server.log_path.stat().st_size
     started = time.time()
+    _run_client(server, run, argv, out_dir, log)
     if bench["kind"] == "gsm8k":
-        settings = bench["gsm8k"]
-        items = gsm8k.load_test_set(settings["test_data"], campaign.cache_dir, campaign.cfg.get("offline", False))
-        try:
-            result = gsm8k.run_gsm8k(server.base_url, settings, items, campaign.cfg["serve"]["request_timeout_s"])
-        except Exception as exc:
-            if not server.alive():
-                raise server.crashed(f"crashed during {run.benchmark} r{run.repeat}") from exc
-            if isinstance(exc, requests.Timeout):
-                raise ServeError(
-                    f"arm {server.arm}: server stopped answering during {run.benchmark} r{run.repeat} "
-                    f"(no answer in serve.request_timeout_s={campaign.cfg['serve']['request_timeout_s']} s); "
-                    f"last lines of {server.log_path}:\n{log_tail(server.log_path)}") from exc
-            raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} failed: {exc}") from exc
-        gsm8k.write_outputs(result, out_dir)
+        result = read_outputs(out_dir)
         records = result["records"]
-        metrics = {"accuracy": result["summary"]["accuracy"], "invalid_rate": result["summary"]["invalid_rate"],
-                   "output_throughput": result["summary"]["output_throughput"]}
+        summary = result["summary"]
+        metrics = {"accuracy": summary["accuracy"], "invalid_rate": summary["invalid_rate"],
+                   "output_throughput": summary["output_throughput"]}
         requests_rows = [{"request": r["index"], "latency_s": r["latency_s"], "completion_tokens": r["completion_tokens"],
                           "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"]}
                          for r in records]
     else:
-        output_file = out_dir / "bench_serving.jsonl"
-        if output_file.exists():
-            output_file.unlink()  # sglang appends; a stale line from a dead attempt must not count
-        argv = server.exec_prefix() + campaign.bench_serving_argv(
-            run.benchmark, run.repeat, server.base_url, str(output_file),
-            python=server.image.get("python") or campaign.cfg["platform"]["python"])
-        print("$ " + redact(shlex.join(argv)), file=log, flush=True)
-        env = server.env()
-        env.setdefault("HF_HUB_OFFLINE", "1" if campaign.cfg.get("offline") else env.get("HF_HUB_OFFLINE", "0"))
-        with open(out_dir / "client.log", "wb") as client_log:
-            try:
-                proc = subprocess.run(argv, stdout=client_log, stderr=subprocess.STDOUT, env=env,
-                                      timeout=campaign.cfg["serve"]["bench_timeout_s"], start_new_session=True)
-            except subprocess.TimeoutExpired as exc:
-                raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} exceeded serve.bench_timeout_s") from exc
-        if not server.alive():
-            raise server.crashed(f"crashed during {run.benchmark} r{run.repeat}")
-        if proc.returncode != 0:
-            raise ServeError(f"arm {server.arm}: bench_serving r{run.repeat} failed (exit {proc.returncode}); "
-                             f"see {out_dir / 'client.log'}:\n{log_tail(out_dir / 'client.log', 20)}")
-        parsed = parse_bench_serving(output_file)
+        parsed = parse_bench_serving(out_dir / "bench_serving.jsonl")
         metrics = parsed["metrics"]
         records = []
         requests_rows = parsed["requests"]
@@ -333,8 +296,9 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         metrics[f"accept_length_{k}"] = v
     run_record = {
         "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "kind": bench["kind"],
-        "server_launch": server.launch_id, "window": {"start": started, "end": ended,
-                                                     "log_offsets": [start_offset, end_offset]},
+        "key": campaign.run_key(server.arm, run.benchmark),
+        "server_launch": server.launch_id, "client_argv": argv,
+        "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
         "metrics": metrics,
         "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": decode.as_dict()},
         "requests": requests_rows,
@@ -345,57 +309,120 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     return run_record
 
 
-def write_run(path: Path, record: Dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str))
-    tmp.replace(path)  # a half-written run never counts as done
+def record_state(path: Path, key: str) -> str:
+    """`done` (a whole record under this key), `stale` (another key), `missing`."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "missing"
+    if "metrics" not in record:
+        return "missing"
+    return "done" if record.get("key") == key else "stale"
 
 
-def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, log_path: Path) -> Dict[str, Any]:
+def set_aside(arm_dir: Path, run: BenchRun, log: IO) -> Path:
+    """Move a run measured under another key out of the way: kept, never counted."""
+    dest = arm_dir / "superseded" / time.strftime("%Y%m%dT%H%M%S") / run.stem
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    (arm_dir / run.stem).rename(dest)
+    print(f"arm {run.arm}: {run.stem} was measured under another configuration; kept in {dest}, measuring again",
+          file=log, flush=True)
+    return dest
+
+
+class LaunchLog:
+    """launches.jsonl: one line when a launch starts, one when it ends (ok or failed)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def append(self, event: Dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(event, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def read(self) -> List[Dict[str, Any]]:
+        try:
+            return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return []
+
+
+def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, log: IO) -> Dict[str, Any]:
+    from specrepro.image import ensure_image
+
     campaign = Campaign(cfg)
     image = json.loads(image_record.read_text())
     arm_dir = campaign.arm_dir(arm)
     arm_dir.mkdir(parents=True, exist_ok=True)
     serve = cfg["serve"]
-    pending = [r for r in campaign.bench_runs(arm) if not _run_done(arm_dir / r.stem / "run.json")]
-    with open(log_path, "a") as log, signals_raise():
-        print(f"arm {arm}: {len(pending)} of {len(campaign.bench_runs(arm))} runs to measure", file=log, flush=True)
-        launches = []
+    runs = campaign.bench_runs(arm)
+    pending = []
+    for run in runs:
+        state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark))
+        if state == "stale":
+            set_aside(arm_dir, run, log)
+        if state != "done":
+            pending.append(run)
+    launches = LaunchLog(arm_dir / "launches.jsonl")
+    resolved = campaign.results_dir / "resolved_config.yaml"
+    if not resolved.is_file():
+        # The host-side clients read it (the resolved_config rule writes it first in a DAG run).
+        from specrepro.config import dump_resolved
+        from specrepro.fileio import write_text_atomic
+
+        write_text_atomic(resolved, dump_resolved(cfg))
+    with signals_raise():
+        print(f"arm {arm}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
         if pending:
-            port = serve["port"] or free_port(serve["host"])
-            server = Server(campaign, arm, image, arm_dir / "server.log", port)
+            gpus, gpu_source = granted_gpus(cfg)
+            image_id = ensure_image(cfg, image, log)
+            ctx = LaunchContext(port=serve["port"] or free_port(serve["host"]), launch_id=uuid.uuid4().hex[:12],
+                                image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
+                                user=caller_user(cfg))
+            server = Server(campaign, arm, image, arm_dir / "server.log", ctx)
+            event = {"event": "start", "launch_id": ctx.launch_id, "arm": arm, "host": socket.gethostname(),
+                     "port": ctx.port, "gpus": gpus, "gpu_source": gpu_source, "image": ctx.image,
+                     "image_id": image_id, "user": ctx.user, "placement": serve["placement"],
+                     "argv": redact(shlex.join(server.argv)), "argv_list": [redact(a) for a in server.argv],
+                     "substitutions": ctx.substitutions(campaign, arm), "started": time.time(),
+                     "runs": [r.stem for r in pending]}
+            launches.append(event)
+            status, error = "failed", None
             try:
+                print("$ " + event["argv"], file=log, flush=True)
                 server.start()
-                launches.append({"launch_id": server.launch_id, "port": port,
-                                 "argv": redact(shlex.join(server.argv)), "started": time.time()})
-                print("$ " + launches[-1]["argv"], file=log, flush=True)
-                ready_s = server.wait_ready(serve["ready_timeout_s"])
-                launches[-1]["ready_s"] = ready_s
+                ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log)
+                print(f"arm {arm}: server ready after {ready_s:.1f} s", file=log, flush=True)
                 server.warm_up(serve["warmup_requests"], serve["request_timeout_s"])
-                for run in pending:
-                    print(f"arm {arm}: {run.benchmark} r{run.repeat}", file=log, flush=True)
+                for i, run in enumerate(pending, 1):
+                    print(f"arm {arm}: {run.benchmark} r{run.repeat} ({i} of {len(pending)})", file=log, flush=True)
                     record = run_benchmark(server, run, arm_dir / run.stem, log)
-                    write_run(arm_dir / run.stem / "run.json", record)
+                    write_json(arm_dir / run.stem / "run.json", record)
+                status = "ok"
+            except BaseException as exc:
+                error = redact(f"{type(exc).__name__}: {exc}")[:4000]
+                raise
             finally:
                 server.stop(serve["shutdown_grace_s"])
-                print(f"arm {arm}: server {server.launch_id} stopped", file=log, flush=True)
-        record = {"arm": arm, "runs": [r.stem for r in campaign.bench_runs(arm)], "launches": launches,
-                  "placement": serve["placement"], "host": socket.gethostname(), "hardware": gpu_facts(),
-                  "image": image, "server_log": str(arm_dir / "server.log"),
-                  "server_args": campaign.server_args(arm)}
-        _append_launches(arm_dir / "launches.jsonl", launches)
-        write_run(output, record)
+                launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
+                                 "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
+                print(f"arm {arm}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+        measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
+        used = {rec["server_launch"] for rec in measured.values()}
+        record = {"arm": arm, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
+                                       for stem, rec in measured.items()},
+                  "launches": [e for e in launches.read() if e.get("launch_id") in used],
+                  "placement": serve["placement"], **host_facts(), "image": image,
+                  "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm)}
+        write_json(output, record)
         return record
 
 
-def _run_done(path: Path) -> bool:
+def _size(path: Path) -> int:
     try:
-        return "metrics" in json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-
-
-def _append_launches(path: Path, launches: List[Dict[str, Any]]) -> None:
-    with open(path, "a") as fh:
-        for launch in launches:
-            fh.write(json.dumps(launch) + "\n")
+        return path.stat().st_size
+    except OSError:
+        return 0

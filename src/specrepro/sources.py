@@ -7,7 +7,6 @@ release wheel holds sglang's full Python source in the installed layout.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import re
 import shutil
@@ -15,39 +14,16 @@ import subprocess
 import sys
 import urllib.request
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
+from specrepro.fileio import locked
 from specrepro.patching import detect_layout, read_series, sha256_file
+from specrepro.procs import run_logged
 
 
 class SourceError(RuntimeError):
     pass
-
-
-def run_logged(cmd: List[str], log: IO, **kwargs) -> int:
-    """Run `cmd`, its output appended to `log` (a file, or any text stream); the exit code."""
-    print("$ " + " ".join(cmd), file=log, flush=True)
-    try:
-        log.fileno()
-    except (AttributeError, OSError, ValueError):
-        proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
-        log.write(proc.stdout + proc.stderr)
-        return proc.returncode
-    return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode
-
-
-@contextmanager
-def locked(path: Path):
-    """An exclusive lock on `path` (two campaigns sharing one cache)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def registry_archive(version: str, cache_dir: Path, log: IO) -> Path:
@@ -151,17 +127,45 @@ def cached_release_tree(version: str, cache_dir: Path, log: IO) -> Path:
     return tree
 
 
+def local_entry_files(entry: Dict[str, Any], project_root: Path) -> List[Path]:
+    """The local files a series entry is made of: a series file and its patches, or one patch; none for a URL."""
+    if entry.get("series"):
+        series_file = project_root / entry["series"]
+        return [series_file, *read_series(series_file)]
+    if entry.get("path"):
+        return [project_root / entry["path"]]
+    return []
+
+
 def resolve_patch_series(entries: List[Dict[str, Any]], project_root: Path, cache_dir: Path, log: IO) -> List[Path]:
     """Config entries -> patch files in order; URL patches fetched once and verified."""
     patches: List[Path] = []
     for entry in entries:
-        if entry.get("series"):
-            patches += read_series(project_root / entry["series"])
-        elif entry.get("path"):
-            patches.append(project_root / entry["path"])
-        else:
+        if entry.get("url"):
             patches.append(fetch_url_patch(entry["url"], entry["sha256"], cache_dir, log))
+        else:
+            files = local_entry_files(entry, project_root)
+            patches += files[1:] if entry.get("series") else files
     return patches
+
+
+def patch_stage(source_manifest: Path, source_tree: Path, entries: List[Dict[str, Any]], series: str,
+                project_root: Path, cache_dir: Path, tree: Path, manifest: Path, log: IO) -> Dict[str, Any]:
+    """The patch stage: a copy of the pristine tree with the series applied (all or nothing), and its manifest."""
+    from specrepro.fileio import write_json
+    from specrepro.patching import apply_series
+
+    source = json.loads(Path(source_manifest).read_text())
+    patches = resolve_patch_series(entries, project_root, cache_dir, log)
+    # Patch a copy: the pristine source stays for the unpatched arms and checks.
+    if tree.exists():
+        shutil.rmtree(tree)
+    shutil.copytree(source_tree, tree, symlinks=True)
+    record = apply_series(tree, patches, source["layout"])
+    record.update(source=source, series=series)
+    print(json.dumps(record, indent=1), file=log)
+    write_json(manifest, record)
+    return record
 
 
 def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
@@ -182,10 +186,3 @@ def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
         raise SourceError(f"patch URL {url}: sha256 {got} does not match the configured {sha256}")
     partial.rename(target)
     return target
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
-    tmp.replace(path)

@@ -215,3 +215,24 @@ class CampaignTracker:
                 self.artifact(self.parent, results_dir / "tables" / name, "tables")
         self.finish(self.parent)
         return created
+
+
+def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Optional[Path] = None,
+                 log=None) -> Dict[str, Any]:
+    """Everything a campaign holds on disk into MLflow: patch-check verdicts, and arms and runs when measured.
+
+    The one logging path of the Snakemake rules and `specrepro log`; idempotent.
+    """
+    from specrepro.fileio import write_json
+
+    tracker = CampaignTracker(cfg)
+    logged: Dict[str, Any] = {"tracking_uri": tracker.uri, "parent_run": tracker.parent, "children": {}}
+    for verdict in verdicts:
+        logged["children"][str(verdict)] = tracker.log_patch_check(Path(verdict))
+    if with_results:
+        logged["children"].update(tracker.log_results(Path(cfg["results_dir"])))
+    if log is not None:
+        print(json.dumps(logged, indent=1), file=log)
+    if record is not None:
+        write_json(record, logged)
+    return logged

@@ -1,8 +1,12 @@
-"""What the Snakefile needs from the package: the campaign, targets and paths.
+"""What the Snakefile needs from the package: the campaign, its fan-out, and paths.
 
 Composing is pure (no files written), so the Snakefile may call it every time
 it is parsed.  The resolved config lands in Snakemake's `config` so scripts and
 cluster jobs see exactly what the entry point resolved.
+
+`fan_out` is the one description of the DAG's width: the Snakefile expands its
+targets from it and `specrepro plan` counts its jobs from it (a test holds the
+count equal to Snakemake's own dry run).
 """
 
 from __future__ import annotations
@@ -10,24 +14,60 @@ from __future__ import annotations
 from typing import Any, Dict, List
 
 from specrepro.campaign import Campaign
-from specrepro.config import check_resolved, compose
+from specrepro.config import ConfigError, check_resolved, compose
+
+# Rules of each target, in DAG order; the rules not listed by fan_out run once.
+TARGET_RULES = {
+    "all": ["source", "patch", "patch_check", "base_image", "image", "gpu_check", "resolved_config",
+            "serve_bench", "collect", "report",
+            "track_campaign", "all"],
+    "cpu_stages": ["source", "patch", "patch_check", "cpu_report", "track_cpu_stages", "cpu_stages"],
+}
+# What a platform profile (profiles/rocm, profiles/cuda) selects: `--config profile_platform=NAME`.
+PROFILE_PLATFORM_KEY = "profile_platform"
 
 
 def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
-    """`specrepro run` passes a resolved config; plain Snakemake passes overrides."""
+    """`specrepro run` passes a resolved config; plain Snakemake passes overrides (and a profile's platform)."""
+    profile_platform = config.pop(PROFILE_PLATFORM_KEY, None)
     if "experiment" in config:
         config.update(check_resolved(config, "--configfile"))
+        if profile_platform and config["platform"]["name"] != profile_platform:
+            raise ConfigError([f"the profile selects platform {profile_platform!r} ({PROFILE_PLATFORM_KEY}), but the "
+                               f"resolved config has platform {config['platform']['name']!r}: run with "
+                               f"platform={profile_platform} or another profile"])
     else:
         overrides = config.pop("overrides", []) or []
         if isinstance(overrides, str):
             overrides = [overrides]
-        config.update(compose([str(o) for o in overrides]))
+        overrides = [str(o) for o in overrides]
+        if profile_platform and not any(o.split("=", 1)[0].lstrip("+~") == "platform" for o in overrides):
+            overrides.insert(0, f"platform={profile_platform}")
+        config.update(compose(overrides))
     return Campaign(config)
 
 
 def series_targets(campaign: Campaign) -> List[tuple]:
     """(ref, series) pairs that some arm uses."""
     return sorted({(campaign.ref_of(a), s) for a in campaign.arms if (s := campaign.series_of(a))})
+
+
+def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
+    """Wildcards of every job of each rule that runs more than once."""
+    series = series_targets(campaign)
+    return {
+        "source": [{"ref": r} for r in sorted({campaign.ref_of(a) for a in campaign.arms})],
+        "patch": [{"ref": r, "series": s} for r, s in series],
+        "patch_check": [{"ref": r, "series": s} for r, s in series],
+        "image": [{"arm": a} for a in campaign.arms],
+        "gpu_check": [{"arm": a} for a in campaign.arms if campaign.gpu_check_runs(a)],
+        "serve_bench": [{"arm": a} for a in campaign.arms],
+    }
+
+
+def targets(campaign: Campaign, rule: str, pattern: str) -> List[str]:
+    """`pattern` (with {wildcards}) for every job of `rule`."""
+    return [pattern.format(**w) for w in fan_out(campaign)[rule]]
 
 
 def arm_input_tree(campaign: Campaign, arm: str) -> str:
@@ -41,22 +81,14 @@ def arm_input_tree(campaign: Campaign, arm: str) -> str:
 
 
 def job_counts(campaign: Campaign, target: str = "all") -> Dict[str, int]:
-    """Jobs per rule that `target` needs on an empty results folder.
-
-    The fan-out the Snakefile declares (one source per sglang ref, one patch
-    and patch_check per (ref, series), one image and one serve_bench per
-    arm); tests hold it equal to Snakemake's own dry run.
-    """
-    series = series_targets(campaign)
-    if target == "cpu_stages":
-        return {"source": len({ref for ref, _ in series}), "patch": len(series), "patch_check": len(series),
-                "cpu_report": 1, "track_cpu_stages": 1, "cpu_stages": 1}
-    if target != "all":
+    """Jobs per rule that `target` needs on an empty results folder."""
+    if target not in TARGET_RULES:
         raise ValueError(f"no job table for target {target!r}: use `specrepro plan --snakemake`")
-    arms = len(campaign.arms)
-    return {"source": len({campaign.ref_of(a) for a in campaign.arms}), "patch": len(series),
-            "patch_check": len(series), "image": arms, "serve_bench": arms, "collect": 1, "report": 1,
-            "track_campaign": 1, "all": 1}
+    widths = fan_out(campaign)
+    if target == "cpu_stages":
+        # The CPU target checks only the sources the patch series need.
+        widths["source"] = [{"ref": r} for r in sorted({w["ref"] for w in widths["patch"]})]
+    return {rule: len(widths[rule]) if rule in widths else 1 for rule in TARGET_RULES[target]}
 
 
 def job_table(counts: Dict[str, int]) -> str:

@@ -320,6 +320,13 @@ def main(argv=None):
              f"speculative_algorithm={args.speculative_algorithm!r}, "
              f"speculative_use_rejection_sampling={args.speculative_use_rejection_sampling})")
     log_line(f"standin: sglang tree patched={state.patched}")
+    # What a container gave this process: GPUs (device files), the model folder.
+    dri = sorted(os.listdir("/dev/dri")) if os.path.isdir("/dev/dri") else []
+    log_line(f"standin: devices kfd={os.path.exists('/dev/kfd')} dri={','.join(dri) or '-'} uid={os.getuid()}")
+    if args.model_path.startswith("/") and not os.path.isdir(args.model_path):
+        # sglang would take it for a hub id and fail offline; fail as plainly.
+        log_line(f"standin: model path {args.model_path} is not a readable folder")
+        sys.exit(1)
     for name in behaviour["print_env"]:
         log_line(f"environment {name}={os.environ.get(name, '')}")
     server = ThreadingHTTPServer((args.host, args.port), make_handler(state))

@@ -8,7 +8,5 @@ rule collect:
         f"{R}/logs/collect.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
     script:
         "../scripts/collect.py"

@@ -10,8 +10,6 @@ rule patch:
         f"{R}/logs/patch/{{ref}}/{{series}}.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
     params:
         entries=lambda w: CAMPAIGN.experiment["patch_series"][w.series],
         project_root=str(CAMPAIGN.project_root),

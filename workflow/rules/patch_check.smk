@@ -10,10 +10,14 @@ rule patch_check:
         markdown=f"{R}/patch_check/{{ref}}/{{series}}/verdict.md",
     log:
         f"{R}/logs/patch_check/{{ref}}/{{series}}.log",
+    benchmark:
+        f"{R}/benchmarks/patch_check/{{ref}}/{{series}}.tsv"
     conda:
         "../envs/specrepro.yaml"
+    # CPU-heavy: on one host it takes the measurement slot, so no arm is
+    # measured while it runs.
     resources:
-        gpu=0,
+        measurement=1,
     params:
         sglang=CAMPAIGN.cfg["sglang"],
         project_root=str(CAMPAIGN.project_root),

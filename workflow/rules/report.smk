@@ -1,14 +1,12 @@
 rule cpu_report:
     input:
-        verdicts=rules.track_cpu_stages.input.verdicts,
+        verdicts=VERDICTS,
     output:
         f"{R}/report/cpu_stages.md",
     log:
         f"{R}/logs/report/cpu_stages.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
     script:
         "../scripts/cpu_report.py"
 
@@ -17,7 +15,8 @@ rule report:
     input:
         runs=f"{R}/tables/runs.csv",
         requests=f"{R}/tables/requests.parquet",
-        verdicts=rules.track_cpu_stages.input.verdicts,
+        verdicts=VERDICTS,
+        gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
     output:
         markdown=f"{R}/report/report.md",
         html=report(f"{R}/report/report.html", category="Report"),
@@ -26,9 +25,10 @@ rule report:
         f"{R}/logs/report/report.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
     params:
         claims=CAMPAIGN.claims_path,
+        # The claims' content, the published figures and the analysis
+        # settings: editing any reruns the report, not the arms.
+        analysis_key=CAMPAIGN.analysis_key(),
     script:
         "../scripts/report.py"

@@ -1,20 +1,40 @@
+# The resolved config next to the results (`specrepro run` writes it first;
+# plain Snakemake gets it here): clients and `specrepro log` read it.
+rule resolved_config:
+    output:
+        f"{R}/resolved_config.yaml",
+    log:
+        f"{R}/logs/resolved_config.log",
+    conda:
+        "../envs/specrepro.yaml"
+    params:
+        config_hash=CAMPAIGN.config_hash,
+    script:
+        "../scripts/resolved_config.py"
+
+
 rule serve_bench:
     input:
         image=f"{R}/image/{{arm}}.json",
+        gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+        # Its content is keyed per run below; a rewrite alone must not re-measure.
+        config=ancient(f"{R}/resolved_config.yaml"),
     output:
         done=f"{R}/arms/{{arm}}/arm.json",
     log:
         f"{R}/logs/serve_bench/{{arm}}.log",
+    benchmark:
+        f"{R}/benchmarks/serve_bench/{{arm}}.tsv"
     conda:
         "../envs/specrepro.yaml"
     # A measuring job holds the model's GPUs; exclusive placement also takes
-    # the whole node (Slurm) and one `measurement` slot (local profile).
+    # the whole node (Slurm) and the one `measurement` slot (one host).
     resources:
         gpu=CAMPAIGN.cfg["model"]["gpus"],
         measurement=1 if CAMPAIGN.exclusive else 0,
         slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
     params:
-        runs=lambda w: [r.stem for r in CAMPAIGN.bench_runs(w.arm)],
-        server_args=lambda w: CAMPAIGN.server_args(w.arm),
+        # Everything that determines what this arm measures: a change reruns it.
+        key=lambda w: CAMPAIGN.measurement_key(w.arm),
     script:
         "../scripts/serve_bench.py"

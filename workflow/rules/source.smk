@@ -6,8 +6,6 @@ rule source:
         f"{R}/logs/source/{{ref}}.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
     params:
         sglang=CAMPAIGN.cfg["sglang"],
         cache_dir=str(CAMPAIGN.cache_dir),

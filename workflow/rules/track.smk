@@ -1,26 +1,21 @@
 rule track_cpu_stages:
     input:
-        verdicts=expand(
-            f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
-            zip,
-            ref=[s[0] for s in SERIES],
-            series=[s[1] for s in SERIES],
-        ),
+        verdicts=VERDICTS,
     output:
         f"{R}/tracking/cpu_stages.json",
     log:
         f"{R}/logs/track/cpu_stages.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
+    params:
+        tracking=CAMPAIGN.cfg["tracking"],
     script:
         "../scripts/track.py"
 
 
 rule track_campaign:
     input:
-        verdicts=rules.track_cpu_stages.input.verdicts,
+        verdicts=VERDICTS,
         runs=f"{R}/tables/runs.csv",
         report=f"{R}/report/report.md",
     output:
@@ -29,7 +24,7 @@ rule track_campaign:
         f"{R}/logs/track/campaign.log",
     conda:
         "../envs/specrepro.yaml"
-    resources:
-        gpu=0,
+    params:
+        tracking=CAMPAIGN.cfg["tracking"],
     script:
         "../scripts/track.py"

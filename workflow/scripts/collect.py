@@ -1,8 +1,9 @@
 from pathlib import Path
 
 from specrepro.collect import collect_campaign
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
+with stage_log(snakemake) as log:
     collect_campaign(
         snakemake.config,
         arm_records=[Path(p) for p in snakemake.input.arms],

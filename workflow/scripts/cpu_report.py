@@ -1,8 +1,10 @@
 from pathlib import Path
 
-from specrepro.report import cpu_stages_report
+from specrepro.analysis.report import cpu_stages_report
+from specrepro.fileio import write_text_atomic
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
+with stage_log(snakemake) as log:
     text = cpu_stages_report(snakemake.config, [Path(v) for v in snakemake.input.verdicts])
-    Path(snakemake.output[0]).write_text(text)
+    write_text_atomic(Path(snakemake.output[0]), text)
     print(text, file=log)

@@ -1,8 +1,9 @@
 from pathlib import Path
 
 from specrepro.image import image_stage
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
+with stage_log(snakemake) as log:
     image_stage(
         snakemake.config,
         arm=snakemake.wildcards.arm,
@@ -10,4 +11,5 @@ with open(snakemake.log[0], "w") as log:
         verdicts=[Path(v) for v in snakemake.input.verdicts],
         output=Path(snakemake.output[0]),
         log=log,
+        base_record=Path(snakemake.input.base),
     )

@@ -1,26 +1,18 @@
-import json
 from pathlib import Path
 
-from specrepro.cpu_check import patch_check, render_markdown
-from specrepro.sources import write_json
+from specrepro.patch_check import patch_check_stage
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
-    sglang = snakemake.params.sglang
-    verdict = patch_check(
-        version=sglang["version"],
-        reference_version=sglang.get("reference_version"),
+with stage_log(snakemake) as log:
+    patch_check_stage(
+        sglang=snakemake.params.sglang,
+        source_manifest=Path(snakemake.input.source_manifest),
         source_tree=Path(snakemake.input.source_tree),
-        source_manifest=json.loads(Path(snakemake.input.source_manifest).read_text()),
+        patch_manifest=Path(snakemake.input.patch_manifest),
         patched_tree=Path(snakemake.input.patched_tree),
-        patch_manifest=json.loads(Path(snakemake.input.patch_manifest).read_text()),
         project_root=Path(snakemake.params.project_root),
         cache_dir=Path(snakemake.params.cache_dir),
-        work_dir=Path(snakemake.output.verdict).parent / "probes",
+        verdict_json=Path(snakemake.output.verdict),
+        verdict_md=Path(snakemake.output.markdown),
         log=log,
     )
-    text = render_markdown(verdict)
-    print(text, file=log)
-    # Written whatever the verdict: a failed check is a result the report
-    # shows; the image stage of a patched arm refuses a failed verdict.
-    write_json(Path(snakemake.output.verdict), verdict)
-    Path(snakemake.output.markdown).write_text(text)

@@ -1,8 +1,9 @@
 from pathlib import Path
 
-from specrepro.report import campaign_report
+from specrepro.analysis.report import campaign_report
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
+with stage_log(snakemake) as log:
     campaign_report(
         snakemake.config,
         runs_csv=Path(snakemake.input.runs),

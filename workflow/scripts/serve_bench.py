@@ -1,11 +1,14 @@
 from pathlib import Path
 
 from specrepro.serve import serve_arm
+from specrepro.stage_log import stage_log
 
-serve_arm(
-    snakemake.config,
-    arm=snakemake.wildcards.arm,
-    image_record=Path(snakemake.input.image),
-    output=Path(snakemake.output.done),
-    log_path=Path(snakemake.log[0]),
-)
+# Appended: a rerun's log keeps what the earlier launches said.
+with stage_log(snakemake, mode="a") as log:
+    serve_arm(
+        snakemake.config,
+        arm=snakemake.wildcards.arm,
+        image_record=Path(snakemake.input.image),
+        output=Path(snakemake.output.done),
+        log=log,
+    )

@@ -1,8 +1,10 @@
 from pathlib import Path
 
-from specrepro.sources import obtain_sglang, write_json
+from specrepro.fileio import write_json
+from specrepro.sources import obtain_sglang
+from specrepro.stage_log import stage_log
 
-with open(snakemake.log[0], "w") as log:
+with stage_log(snakemake) as log:
     manifest = obtain_sglang(
         snakemake.params.sglang,
         snakemake.wildcards.ref,

@@ -1,15 +1,13 @@
-import json
 from pathlib import Path
 
-from specrepro.tracking import CampaignTracker
-from specrepro.sources import write_json
+from specrepro.stage_log import stage_log
+from specrepro.tracking import log_campaign
 
-with open(snakemake.log[0], "w") as log:
-    tracker = CampaignTracker(snakemake.config)
-    runs = {"tracking_uri": tracker.uri, "parent_run": tracker.parent, "children": {}}
-    for verdict in snakemake.input.verdicts:
-        runs["children"][verdict] = tracker.log_patch_check(Path(verdict))
-    if "runs" in snakemake.input.keys():
-        runs["children"].update(tracker.log_results(Path(snakemake.config["results_dir"])))
-    print(json.dumps(runs, indent=1), file=log)
-    write_json(Path(snakemake.output[0]), runs)
+with stage_log(snakemake) as log:
+    log_campaign(
+        snakemake.config,
+        verdicts=[Path(v) for v in snakemake.input.verdicts],
+        with_results="runs" in snakemake.input.keys(),
+        record=Path(snakemake.output[0]),
+        log=log,
+    )

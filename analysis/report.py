@@ -118,7 +118,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     import pandas as pd
     import yaml
 
-    from specrepro.analysis.verdicts import analyze
+    from specrepro.analysis.analyze import analyze
 
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
@@ -162,7 +162,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
 
 
 def render_html(markdown_text: str, runs, requests, analysis) -> str:
-    from specrepro.plots import bars_with_ci, tpot_distributions
+    from specrepro.analysis.plots import bars_with_ci, tpot_distributions
 
     body = [f"<pre style='white-space: pre-wrap'>{escape(markdown_text)}</pre>"]
     for fig in bars_with_ci(analysis):

@@ -10,6 +10,8 @@ from typing import Any, Dict, List
 import matplotlib
 import numpy as np
 
+from specrepro.analysis.stats import per_token_latencies
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -38,12 +40,6 @@ def bars_with_ci(analysis: Dict[str, Any]) -> List[str]:
         ax.tick_params(axis="x", labelrotation=30)
         out.append(_png(fig))
     return out
-
-
-def per_token_latencies(group) -> np.ndarray:
-    """All per-token latencies of a group of requests, as one array."""
-    lists = [np.asarray(x, dtype=float) for x in group["itls_ms"].to_numpy() if x is not None and len(x)]
-    return np.concatenate(lists) if lists else np.empty(0)
 
 
 def tpot_distributions(requests) -> List[str]:

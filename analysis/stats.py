@@ -131,3 +131,9 @@ def median_in_one_mode(values: Sequence[float]) -> Dict[str, object]:
             "median_mode": inside, "modes": modes,
             "warning": (f"per-token latency is bimodal; the median ({median:.3g}) sits in the {inside} mode, "
                         f"read mean ({mean:.3g}) not median") if bimodal else None}
+
+
+def per_token_latencies(requests) -> np.ndarray:
+    """All per-token latencies (`itls_ms` lists) of a group of request rows, as one array."""
+    lists = [np.asarray(x, dtype=float) for x in requests["itls_ms"].to_numpy() if x is not None and len(x)]
+    return np.concatenate(lists) if lists else np.empty(0)

@@ -5,7 +5,7 @@ pure-Python import dependencies) gets the patched sglang installed into its
 site-packages.  It is cached under cache_dir keyed by (pinned version, patch
 series hash, requirements hash), so a second run reuses it.  The probe runs
 there against the patched tree, the unpatched tree and the upstream
-reference release; `checks.verdicts` judges the three records.
+reference release; `patch_check.judge` judges the three records.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
-from specrepro.checks.verdicts import judge
-from specrepro.sources import cached_release_tree, locked, run_logged
+from specrepro.fileio import locked, write_json, write_text_atomic
+from specrepro.patch_check.judge import judge
+from specrepro.procs import run_logged
+from specrepro.sources import cached_release_tree
 
-PROBE = Path(__file__).parent / "checks" / "draft_proposal_probe.py"
+PROBE = Path(__file__).parent / "probe_draft_proposal.py"
 
 
 def requirements_file(project_root: Path) -> Path:
@@ -151,3 +153,27 @@ def render_markdown(verdict: Dict[str, Any]) -> str:
         f"{verdict['env']['seconds']:.1f} s); probes {verdict['probe_seconds']} s; torch {verdict['torch']}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def patch_check_stage(*, sglang: Dict[str, Any], source_manifest: Path, source_tree: Path, patch_manifest: Path,
+                      patched_tree: Path, project_root: Path, cache_dir: Path, verdict_json: Path, verdict_md: Path,
+                      log: IO) -> Dict[str, Any]:
+    verdict = patch_check(
+        version=sglang["version"],
+        reference_version=sglang.get("reference_version"),
+        source_tree=source_tree,
+        source_manifest=json.loads(source_manifest.read_text()),
+        patched_tree=patched_tree,
+        patch_manifest=json.loads(patch_manifest.read_text()),
+        project_root=project_root,
+        cache_dir=cache_dir,
+        work_dir=verdict_json.parent / "probes",
+        log=log,
+    )
+    text = render_markdown(verdict)
+    print(text, file=log)
+    # Written whatever the verdict: a failed check is a result the report
+    # shows; the image stage of a patched arm refuses a failed verdict.
+    write_json(verdict_json, verdict)
+    write_text_atomic(verdict_md, text)
+    return verdict

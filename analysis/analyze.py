@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import pandas as pd
 
 from specrepro.analysis import stats
@@ -112,8 +111,7 @@ def tpot_bimodality(requests: Optional[pd.DataFrame]) -> List[Dict[str, Any]]:
         return []
     out = []
     for (bench, arm), g in requests[requests["itls_ms"].notna()].groupby(["benchmark", "arm"], sort=False):
-        lists = [np.asarray(x, dtype=float) for x in g["itls_ms"].to_numpy() if x is not None and len(x)]
-        tokens = np.concatenate(lists) if lists else np.empty(0)
+        tokens = stats.per_token_latencies(g)
         if tokens.size < 4:
             continue
         out.append({"benchmark": bench, "arm": arm, "per_token": stats.median_in_one_mode(tokens)})

@@ -2,11 +2,11 @@
 
 Runs inside the CPU check environment (torch + the sglang tree under test on
 sys.path), with no specrepro import: the same file probes the patched tree,
-the unpatched one and the upstream reference, and `specrepro.checks.verdicts`
+the unpatched one and the upstream reference, and `specrepro.patch_check.judge`
 compares the three records.  Every case is seeded, so two trees given the same
 case see the same logits and the same random stream.
 
-    python draft_proposal_probe.py --out record.json
+    python probe_draft_proposal.py --out record.json
 """
 
 from __future__ import annotations

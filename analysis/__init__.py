@@ -1,0 +1,6 @@
+"""The analysis stage, installed as `specrepro.analysis`: pure functions over tidy tables.
+
+`stats` (small statistics tested with known numbers), `analyze` (noise floors,
+deltas, GSM8K tests, claim verdicts), `claims` (the claims file and its
+schema), `report` and `plots` (markdown and HTML rendering).
+"""

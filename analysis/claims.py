@@ -1,0 +1,105 @@
+"""The claims file: what a campaign sets out to reproduce, checked before any job runs.
+
+    claims:
+      - id: pr_raises_accept_length        # unique
+        text: ...                          # what the PR says, shown in the report
+        benchmark: gsm8k                   # a benchmark of the experiment
+        metric: accept_length              # a metric that benchmark's kind records
+        expect: increase                   # decrease | increase | equal | not_below | zero
+        arm: pr_rs_on                      # not for `zero`
+        against: main_rs_on                # not for `zero`
+        arms: [..]                         # `zero` only; default every arm that runs the benchmark
+        margin: 0.02                       # optional: relative band for equal / not_below
+
+A typo in an arm, a benchmark, a metric or `expect` is an error naming the
+file, the claim and the key, raised by `plan`, `run` and the Snakefile alike.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+
+EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "zero")
+ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
+                         "accept_length_metrics")
+# What each benchmark kind records per run (specrepro.serve / specrepro.bench_serving).
+KIND_METRICS = {
+    "gsm8k": ("accuracy", "invalid_rate", "output_throughput", *ACCEPT_LENGTH_METRICS),
+    "bench_serving": ("completed", "duration", "request_throughput", "output_throughput", "input_throughput",
+                      "total_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                      "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+                      "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length_server_lifetime",
+                      *ACCEPT_LENGTH_METRICS),
+}
+CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin"}
+
+
+class ClaimsError(ValueError):
+    def __init__(self, problems: List[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def load_claims(path: Optional[Path]) -> List[Dict[str, Any]]:
+    """The claims of a claims file ([] for no file); the file's shape only, not its names."""
+    if not path:
+        return []
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClaimsError([f"{path}: cannot read the claims file ({exc})"]) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
+        raise ClaimsError([f"{path}: expected a mapping with a `claims:` list"])
+    return data["claims"]
+
+
+def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_kinds: Dict[str, str],
+                   arm_benchmarks: Dict[str, List[str]]) -> List[str]:
+    """Everything wrong with `claims` against an experiment's arms, benchmarks and metrics."""
+    problems: List[str] = []
+    seen = set()
+    for i, claim in enumerate(claims):
+        where = f"{source}: claims[{i}]"
+        if not isinstance(claim, dict):
+            problems.append(f"{where}: expected a mapping, got {claim!r}")
+            continue
+        cid = claim.get("id")
+        where = f"{source}: claim {cid or i!r}"
+        if not cid:
+            problems.append(f"{where}: `id` is required")
+        elif cid in seen:
+            problems.append(f"{where}: duplicate id")
+        seen.add(cid)
+        unknown = sorted(set(claim) - CLAIM_KEYS)
+        if unknown:
+            problems.append(f"{where}: unknown keys {unknown} (known: {sorted(CLAIM_KEYS)})")
+        expect = claim.get("expect")
+        if expect not in EXPECTATIONS:
+            problems.append(f"{where}.expect: {expect!r} is not one of {list(EXPECTATIONS)}")
+        bench = claim.get("benchmark")
+        if bench not in benchmark_kinds:
+            problems.append(f"{where}.benchmark: {bench!r} is not a benchmark of this experiment "
+                            f"({', '.join(benchmark_kinds)})")
+        else:
+            metric = claim.get("metric")
+            known = KIND_METRICS.get(benchmark_kinds[bench], ())
+            if metric not in known:
+                problems.append(f"{where}.metric: {metric!r} is not a metric a {benchmark_kinds[bench]} benchmark "
+                                f"records ({', '.join(known)})")
+        named = claim.get("arms") or [] if expect == "zero" else [claim.get("arm"), claim.get("against")]
+        if expect != "zero":
+            for key in ("arm", "against"):
+                if not claim.get(key):
+                    problems.append(f"{where}.{key}: required for expect {expect!r}")
+        for arm in named:
+            if arm and arm not in arms:
+                problems.append(f"{where}: arm {arm!r} is not an arm of this experiment ({', '.join(arms)})")
+            elif arm and bench in benchmark_kinds and bench not in arm_benchmarks.get(arm, []):
+                problems.append(f"{where}: arm {arm!r} does not run benchmark {bench!r}")
+        if "margin" in claim and not (isinstance(claim["margin"], (int, float)) and 0 <= claim["margin"] < 1):
+            problems.append(f"{where}.margin: a fraction in [0, 1), got {claim['margin']!r}")
+    return problems

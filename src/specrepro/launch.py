@@ -1,0 +1,303 @@
+"""The one command builder: what `plan` prints, what Snakemake shows, and what runs.
+
+A server launch is the arm's sglang command wrapped for the platform's
+container runtime, with everything the container needs and nothing more:
+
+- mounts: the arm's results folder (read-write), every local model path in the
+  server arguments and every benchmark data file the client reads inside the
+  container (read-only, same path inside), the model hub cache (`platform.hf_home`),
+  a compile cache per image under `cache_dir/compile/` (Triton, inductor, aiter
+  JIT caches survive relaunches), and `platform.mounts`;
+- GPUs: exactly the ones the job was granted (Slurm's `SLURM_JOB_GPUS`,
+  `ROCR_VISIBLE_DEVICES`, ... or `serve.gpus` on one host): ROCm containers get
+  `/dev/kfd` and those GPUs' render nodes, CUDA docker `--gpus "device=..."`,
+  podman CDI devices, apptainer and pyxis the visible-devices variable;
+- the caller's uid:gid (`serve.container_user`), a label per campaign, arm and
+  launch (preflight removes stale ones by label), host networking;
+- secrets by name only: their values never reach a command line or a log.
+
+`plan` calls the same functions with symbolic values ($PORT, $GPU0, $IMAGE, ...);
+every launch records the values it used, so the printed argv with those values
+substituted is the argv that ran (tests hold them equal).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from specrepro.campaign import BenchRun, Campaign
+
+LABEL_PREFIX = "org.specrepro"
+# Server arguments whose value may be a local path the server reads.
+PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
+GpuIndex = Union[int, str]
+
+
+class LaunchError(RuntimeError):
+    """A launch that cannot be built (GPUs not granted, bad mount); the message says what to set."""
+
+
+@dataclass
+class LaunchContext:
+    """The values one launch runs with; symbolic ($NAME) in a plan."""
+
+    port: Union[int, str]
+    launch_id: str
+    image: str = ""
+    image_id: str = ""
+    gpus: List[GpuIndex] = field(default_factory=list)
+    gpu_source: str = ""
+    user: str = ""
+
+    def substitutions(self, campaign: Campaign, arm: str) -> Dict[str, str]:
+        """Symbol -> value, to turn a planned argv into this launch's."""
+        plan = planned_context(campaign, arm)
+        subs = {str(plan.port): str(self.port), plan.launch_id: self.launch_id, plan.image: self.image,
+                plan.user: self.user, plan.image_id: _cache_key(self.image_id)}
+        base = campaign.cfg["platform"]["render_node_base"]
+        for sym, real in zip(plan.gpus, self.gpus):
+            subs[str(sym)] = str(real)
+            subs[f"$RENDER{str(sym)[4:]}"] = str(base + int(real))
+        return subs
+
+
+def planned_context(campaign: Campaign, arm: str) -> LaunchContext:
+    n = campaign.cfg["model"]["gpus"] if campaign.cfg["platform"]["accelerator"] != "none" else 0
+    return LaunchContext(port=campaign.cfg["serve"]["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
+                         image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER")
+
+
+def substitute(argv: Sequence[str], subs: Dict[str, str]) -> List[str]:
+    """Replace symbols in a planned argv; longest first so $GPU1 never eats $GPU10."""
+    keys = sorted((k for k in subs if k), key=len, reverse=True)
+    out = []
+    for token in argv:
+        for k in keys:
+            token = token.replace(k, subs[k])
+        out.append(token)
+    return out
+
+
+def parse_gpu_list(text: str, source: str) -> List[int]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    try:
+        return [int(x) for x in items]
+    except ValueError:
+        raise LaunchError(f"{source}={text!r}: GPU indices expected (UUIDs are not mapped to device files; "
+                          f"set serve.gpus or configure Slurm to give indices)") from None
+
+
+def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None) -> Tuple[List[int], str]:
+    """The node GPUs this job may use, and where that came from."""
+    environ = os.environ if environ is None else environ
+    plat, needed = cfg["platform"], cfg["model"]["gpus"]
+    if plat["accelerator"] == "none":
+        return [], "no accelerator"
+    gpus, source = None, ""
+    for name in plat["gpu_grant_env"]:
+        if environ.get(name, "").strip():
+            gpus, source = parse_gpu_list(environ[name], name), name
+            break
+    if gpus is None and cfg["serve"].get("gpus") is not None:
+        gpus, source = list(cfg["serve"]["gpus"]), "serve.gpus"
+    if gpus is None:
+        raise LaunchError(f"no GPUs granted to this job: none of {plat['gpu_grant_env']} is set (Slurm sets them "
+                          f"with --gres=gpu:N); on one host without a scheduler set serve.gpus=[0,1,...]")
+    if len(gpus) < needed:
+        raise LaunchError(f"{source}={','.join(map(str, gpus))}: {len(gpus)} GPUs granted, model.gpus needs {needed}")
+    return gpus[:needed], source
+
+
+def caller_user(cfg: Dict[str, Any]) -> str:
+    user = cfg["serve"].get("container_user") or "caller"
+    return f"{os.getuid()}:{os.getgid()}" if user == "caller" else user
+
+
+def _cache_key(image_id: str) -> str:
+    if image_id.startswith("$"):
+        return image_id  # a plan's symbol
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", image_id.split(":")[-1])[:24] or "none"
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool
+
+    def spec(self) -> str:
+        return f"{self.host}:{self.container}" + (":ro" if self.read_only else "")
+
+
+class Launcher:
+    """Command lines of one arm's server and clients on its platform."""
+
+    def __init__(self, campaign: Campaign, arm: str):
+        self.campaign = campaign
+        self.cfg = campaign.cfg
+        self.plat = campaign.cfg["platform"]
+        self.runtime = self.plat["container_runtime"]
+        self.arm = arm
+
+    # --- pieces ---------------------------------------------------------------
+    def runtime_command(self) -> List[str]:
+        return list(self.plat.get("runtime_command") or [self.runtime])
+
+    def container_name(self, ctx: LaunchContext) -> str:
+        return f"specrepro-{self.campaign.name}-{self.arm}-{ctx.launch_id}"
+
+    def labels(self, ctx: LaunchContext) -> Dict[str, str]:
+        return {f"{LABEL_PREFIX}.campaign": self.campaign.name, f"{LABEL_PREFIX}.arm": self.arm,
+                f"{LABEL_PREFIX}.launch": ctx.launch_id}
+
+    def compile_cache(self, ctx: LaunchContext) -> Path:
+        return self.campaign.cache_dir / "compile" / _cache_key(ctx.image_id)
+
+    def mounts(self, ctx: LaunchContext) -> List[Mount]:
+        out = [Mount(str(self.campaign.arm_dir(self.arm)), str(self.campaign.arm_dir(self.arm)), False)]
+        args = self.campaign.server_args(self.arm)
+        for key in PATH_ARGS:
+            value = args.get(key)
+            if isinstance(value, str) and value.startswith("/"):
+                out.append(Mount(value, value, True))
+        for run in self.campaign.bench_runs(self.arm):
+            for path in self.campaign.client_data_files(run.benchmark):
+                out.append(Mount(path, path, True))
+        if self.plat.get("hf_home"):
+            out.append(Mount(self.plat["hf_home"], self.plat["hf_home"], False))
+        if self.plat.get("compile_cache_env"):
+            cache = str(self.compile_cache(ctx))
+            out.append(Mount(cache, cache, False))
+        for spec in self.plat.get("mounts") or []:
+            parts = spec.split(":")
+            if not parts[0].startswith("/") or len(parts) > 3 or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+                raise LaunchError(f"platform.mounts: {spec!r} is not `/host/path[:/container/path][:ro|rw]`")
+            container = parts[1] if len(parts) > 1 and parts[1] not in ("ro", "rw") else parts[0]
+            out.append(Mount(parts[0], container, spec.endswith(":ro")))
+        unique: Dict[str, Mount] = {}
+        for m in out:
+            unique.setdefault(m.container, m)
+        return list(unique.values())
+
+    def env(self, ctx: LaunchContext, client: bool = False) -> Dict[str, str]:
+        """Environment inside the server (or client) process: values, never secrets."""
+        env = {k: str(v) for k, v in (self.plat.get("server_env") or {}).items()}
+        # Millisecond timestamps in the log; UTC so windows compare across hosts.
+        env.update(SGLANG_LOG_MS="1", TZ="UTC", PYTHONUNBUFFERED="1")
+        if self.cfg.get("offline"):
+            env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        if self.plat.get("hf_home"):
+            env["HF_HOME"] = self.plat["hf_home"]
+        if self.plat.get("compile_cache_env") and self.runtime != "none":
+            cache = self.compile_cache(ctx)
+            env.update({name: str(cache / sub) for name, sub in self.plat["compile_cache_env"].items()})
+            # A non-root user in an image built for root needs a writable HOME.
+            env["HOME"] = str(cache / "home")
+        if self.runtime in ("apptainer", "pyxis") and ctx.gpus and not client:
+            name = "ROCR_VISIBLE_DEVICES" if self.plat["accelerator"] == "rocm" else "CUDA_VISIBLE_DEVICES"
+            env[name] = ",".join(map(str, ctx.gpus))
+        return env
+
+    def gpu_args(self, ctx: LaunchContext) -> List[str]:
+        if not ctx.gpus or self.plat["accelerator"] == "none":
+            return []
+        if self.plat.get("gpu_device_pattern"):
+            devices = list(self.plat.get("gpu_shared_devices") or [])
+            for g in ctx.gpus:
+                render = self.plat["render_node_base"] + g if isinstance(g, int) else f"$RENDER{str(g)[4:]}"
+                devices.append(self.plat["gpu_device_pattern"].format(index=g, render=render))
+            return [f"--device={d}" for d in devices]
+        ids = ",".join(map(str, ctx.gpus))
+        if self.runtime == "docker":
+            return ["--gpus", f'"device={ids}"']
+        if self.runtime == "podman":
+            return [f"--device=nvidia.com/gpu={g}" for g in ctx.gpus]
+        return []
+
+    def server_command(self, ctx: LaunchContext, python: str) -> List[str]:
+        head = [part.replace("{python}", python) for part in self.plat["server_command"]]
+        return head + self.campaign.server_flags(self.arm, self.cfg["serve"]["host"], ctx.port)
+
+    # --- whole command lines --------------------------------------------------------
+    def server_argv(self, ctx: LaunchContext, python: Optional[str] = None) -> List[str]:
+        python = python or self.plat["python"]
+        inner = self.server_command(ctx, python)
+        return self.wrap(ctx, inner, server=True)
+
+    def wrap(self, ctx: LaunchContext, inner: List[str], server: bool) -> List[str]:
+        """`inner` run by the platform: as the server's container, or next to it (a client)."""
+        if self.runtime == "none":
+            return inner
+        env = self.env(ctx, client=not server)
+        mounts = self.mounts(ctx)
+        name = self.container_name(ctx)
+        if self.runtime in ("docker", "podman"):
+            rt = self.runtime_command()
+            if not server:
+                return [*rt, "exec", *_env_flags("-e", env), name, *inner]
+            argv = [*rt, "run", "--rm", "--name", name, "--network", "host", "--user", ctx.user]
+            for k, v in self.labels(ctx).items():
+                argv += ["--label", f"{k}={v}"]
+            argv += self.gpu_args(ctx)
+            for m in mounts:
+                argv += ["-v", m.spec()]
+            argv += list(self.plat.get("runtime_run_args") or [])
+            # Secrets pass by name only: their values never reach a command line or log.
+            for secret in self.plat.get("passthrough_env") or []:
+                argv += ["-e", secret]
+            argv += _env_flags("-e", env)
+            return argv + [ctx.image] + inner
+        if self.runtime == "apptainer":
+            rt = self.runtime_command()
+            gpu = ["--rocm"] if self.plat["accelerator"] == "rocm" else ["--nv"] if self.plat["accelerator"] == "cuda" else []
+            # --cleanenv: only what is named here (secrets through APPTAINERENV_*) reaches the container.
+            return [*rt, "exec", "--cleanenv", *(gpu if server else []), "--bind", ",".join(m.spec() for m in mounts),
+                    *_env_flags("--env", env), ctx.image, *inner]
+        if self.runtime == "pyxis":
+            rt = list(self.plat.get("runtime_command") or ["srun"])
+            argv = [*rt, "--ntasks=1", "--overlap", f"--container-image={ctx.image}", f"--container-name={name}",
+                    "--container-mounts=" + ",".join(m.spec() for m in mounts), "--no-container-entrypoint",
+                    "--container-workdir=/", "--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))])]
+            if server and ctx.gpus:
+                argv.append(f"--gres=gpu:{len(ctx.gpus)}")
+            return argv + inner
+        raise LaunchError(f"platform.container_runtime: {self.runtime!r} has no launcher")
+
+    def client_argv(self, ctx: LaunchContext, run: BenchRun, out_dir: str, python: Optional[str] = None) -> List[str]:
+        """A benchmark repeat's client: GSM8K on the host (plain HTTP), bench_serving next to the server."""
+        kind = self.campaign.benchmark(run.benchmark)["kind"]
+        base_url = f"http://{self.cfg['serve']['host']}:{ctx.port}"
+        if kind == "gsm8k":
+            return self.campaign.gsm8k_argv(run.benchmark, run.repeat, base_url, out_dir)
+        inner = self.campaign.bench_serving_argv(run.benchmark, run.repeat, base_url, f"{out_dir}/bench_serving.jsonl",
+                                                 python=python or self.plat["python"])
+        return self.wrap(ctx, inner, server=False)
+
+    def stop_argv(self, ctx: LaunchContext, grace_s: float) -> List[List[str]]:
+        if self.runtime in ("docker", "podman"):
+            rt, name = self.runtime_command(), self.container_name(ctx)
+            return [[*rt, "stop", "-t", str(int(grace_s)), name], [*rt, "rm", "-f", "--ignore", name]
+                    if self.runtime == "podman" else [*rt, "rm", "-f", name]]
+        return []
+
+    def process_env(self, ctx: LaunchContext, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """Environment of the process specrepro starts (the runtime, or a bare server)."""
+        env = dict(os.environ if base is None else base)
+        if self.runtime == "none":
+            env.update(self.env(ctx))
+        elif self.runtime == "apptainer":
+            for secret in self.plat.get("passthrough_env") or []:
+                if secret in env:
+                    env[f"APPTAINERENV_{secret}"] = env[secret]
+        return env
+
+
+def _env_flags(flag: str, env: Dict[str, str]) -> List[str]:
+    out: List[str] = []
+    for k, v in sorted(env.items()):
+        out += [flag, f"{k}={v}"]
+    return out

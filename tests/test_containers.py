@@ -1,0 +1,224 @@
+"""Serving in real podman containers: images built on one node and run on another, mounts, GPU grant, cleanup.
+
+Real parts: podman 4 (runc, cgroupfs; ../shared/notes/podman-sandbox.md), a
+base image assembled from Debian packages with sglang 0.5.20's real source at
+the image's sglang root, the project's own image recipe (the patch applied
+inside the image), sglang 0.5.20's bench_serving client running inside the
+server's container, Snakemake.  Stand-ins: the server (tests/standin) and the
+GPUs (placeholder device files where ROCm's render nodes would be).  Two image
+stores stand for a build node and a GPU node: the image stage runs on store A,
+the measuring jobs on store B, which starts empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, specrepro, standin_overrides, write_behaviour
+
+pytestmark = pytest.mark.containers
+
+PODMAN = str(ROOT / "tests" / "container" / "bin" / "podman")
+CAMPAIGN_LABEL = "label=org.specrepro.campaign=eagle_topk_greedy"
+
+
+def podman(store: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([PODMAN, *args], capture_output=True, text=True,
+                          env={**os.environ, "SPECREPRO_TEST_NODE_STORE": str(store)})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"podman {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+def show(store: Path, title: str) -> str:
+    """The runtime's own view, printed into the test log."""
+    text = (podman(store, "images", "--all").stdout + podman(store, "ps", "--all", "--filter", CAMPAIGN_LABEL).stdout)
+    print(f"--- {title} ({store.name}) ---\n{text}")
+    return text
+
+
+@pytest.fixture(scope="session")
+def node_stores(tmp_path_factory):
+    if shutil.which("podman") is None or shutil.which("mmdebstrap") is None:
+        pytest.fail("podman and mmdebstrap are not installed: .ci/run installs Debian's podman, runc and mmdebstrap")
+    root = tmp_path_factory.mktemp("nodes")
+    return {"A": root / "build-node", "B": root / "gpu-node"}
+
+
+@pytest.fixture(scope="session")
+def base_image(node_stores):
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "container" / "base_image.py"), str(ROOT / ".cache")],
+                          capture_output=True, text=True,
+                          env={**os.environ, "SPECREPRO_TEST_NODE_STORE": str(node_stores["A"])})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def fake_devices(tmp_path_factory):
+    """Character devices where a ROCm node has /dev/kfd and /dev/dri/renderD128..135."""
+    dev = tmp_path_factory.mktemp("dev")
+    for name in ["kfd"] + [f"renderD{128 + i}" for i in range(8)]:
+        subprocess.run(["mknod", str(dev / name), "c", "1", "3"], check=True)
+    return dev
+
+
+@pytest.fixture(scope="module")
+def container_env(tmp_path_factory, base_image, fake_devices, standin_assets, check_python):
+    work = tmp_path_factory.mktemp("container_campaign")
+    behaviour = write_behaviour(work / "behaviour.json", standin_assets)
+    site = next((Path(check_python).parent.parent / "lib").glob("python3*/site-packages"))
+    env = {"SPECREPRO_TEST_BASE_IMAGE": base_image, "SPECREPRO_TEST_FAKE_DEV": str(fake_devices),
+           "SPECREPRO_TEST_CLIENT_SITE": str(site), "SPECREPRO_TEST_ASSETS": str(standin_assets),
+           "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour), "SPECREPRO_TEST_PYTHON": str(check_python)}
+    return {"work": work, "env": env, "behaviour": behaviour}
+
+
+def overrides_for(results: Path, assets: Path) -> list:
+    out = standin_overrides(results, assets, arms=("main_rs_on", "pr_rs_on"))
+    out = [o for o in out if not o.startswith("platform=")]
+    return out + ["platform=standin_podman", "model.gpus=2", "gpu_check.enabled=never", "offline=true",
+                  "benchmarks.bench_serving.repeats=1"]
+
+
+@pytest.fixture(scope="module")
+def campaign(container_env, node_stores, standin_assets):
+    results = container_env["work"] / "results"
+    overrides = overrides_for(results, standin_assets)
+    env = dict(container_env["env"])
+    # Build node: everything up to the images, which land in store A and in archives.
+    specrepro("run", *overrides, "--", "--until", "image", env={**env, "SPECREPRO_TEST_NODE_STORE": str(node_stores["A"])})
+    show(node_stores["A"], "build node after the image stage")
+    before_b = show(node_stores["B"], "GPU node before the measuring jobs")
+    # GPU node: the granted GPUs as Slurm would set them.
+    proc = specrepro("run", *overrides, env={**env, "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]),
+                                             "ROCR_VISIBLE_DEVICES": "2,3"})
+    after_b = show(node_stores["B"], "GPU node after the campaign")
+    return {"results": results, "overrides": overrides, "env": env, "before_b": before_b, "after_b": after_b,
+            "stdout": proc.stdout + proc.stderr}
+
+
+def launches(results: Path, arm: str) -> list:
+    return [json.loads(line) for line in (results / "arms" / arm / "launches.jsonl").read_text().splitlines()]
+
+
+def test_images_built_on_one_node_run_on_the_other(campaign, node_stores):
+    results = campaign["results"]
+    base = json.loads((results / "image" / "base.json").read_text())
+    patched = json.loads((results / "image" / "pr_rs_on.json").read_text())
+    plain = json.loads((results / "image" / "main_rs_on.json").read_text())
+    assert patched["built"] and Path(patched["archive"]).is_file() and Path(base["archive"]).is_file()
+    assert plain["image_id"] == base["image_id"]  # the unpatched arm runs the resolved base itself
+    assert base["image_id"][7:19] not in campaign["before_b"] and patched["image_id"][7:19] not in campaign["before_b"]
+    assert patched["image_id"][7:19] in campaign["after_b"] and base["image_id"][7:19] in campaign["after_b"]
+    # the patched image is FROM the resolved base and carries the applied series
+    labels = json.loads(podman(node_stores["B"], "image", "inspect", patched["image_id"]).stdout)[0]["Labels"]
+    assert labels["org.specrepro.base-id"] == base["image_id"]
+    assert [p["sha256"] for p in patched["applied"]["patches"]] == patched["patch_sha256"]
+    for arm, image in (("main_rs_on", plain), ("pr_rs_on", patched)):
+        start = next(e for e in launches(results, arm) if e["event"] == "start")
+        assert start["image_id"] == image["image_id"] and start["image"] == image["image_id"]
+    logs = (results / "logs" / "serve_bench" / "pr_rs_on.log").read_text()
+    assert "not on this node; loading" in logs
+
+
+def test_patch_reached_only_the_patched_arm_through_its_image(campaign):
+    logs = {arm: (campaign["results"] / "arms" / arm / "server.log").read_text() for arm in ("main_rs_on", "pr_rs_on")}
+    assert "standin: sglang tree patched=True" in logs["pr_rs_on"]
+    assert "standin: sglang tree patched=False" in logs["main_rs_on"]
+    runs = pd.read_csv(campaign["results"] / "tables" / "runs.csv")
+    al = runs[(runs.benchmark == "gsm8k") & (runs.metric == "accept_length")].set_index("arm")["value"]
+    assert al["pr_rs_on"] > al["main_rs_on"] * 1.15
+
+
+def test_container_sees_only_the_granted_gpus_and_the_model(campaign):
+    for arm in ("main_rs_on", "pr_rs_on"):
+        log = (campaign["results"] / "arms" / arm / "server.log").read_text()
+        assert f"standin: devices kfd=True dri=renderD130,renderD131 uid={os.getuid()}" in log, log[-2000:]
+        start = next(e for e in launches(campaign["results"], arm) if e["event"] == "start")
+        assert start["gpus"] == [2, 3] and start["gpu_source"] == "ROCR_VISIBLE_DEVICES"
+
+
+def test_bench_serving_ran_inside_the_container_offline(campaign):
+    run = json.loads((campaign["results"] / "arms" / "pr_rs_on" / "bench_serving" / "r1" / "run.json").read_text())
+    argv = run["client_argv"]
+    assert argv[1] == "exec" and "HF_HUB_OFFLINE=1" in argv and "sglang.benchmark.serving" in argv
+    assert argv[argv.index("--dataset-path") + 1].endswith("sharegpt.json")
+    assert run["metrics"]["completed"] == 4
+
+
+def test_results_belong_to_the_caller_and_no_container_is_left(campaign, node_stores):
+    owners = {p.stat().st_uid for p in campaign["results"].rglob("*")}
+    assert owners == {os.getuid()}
+    assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", CAMPAIGN_LABEL).stdout.strip() == ""
+
+
+def test_plan_prints_the_argv_that_ran(campaign):
+    plan = specrepro("plan", *campaign["overrides"], env=campaign["env"]).stdout
+    from specrepro.launch import substitute
+
+    for arm in ("main_rs_on", "pr_rs_on"):
+        section = plan.split(f"## arm {arm}:")[1].split("## arm")[0]
+        start = next(e for e in launches(campaign["results"], arm) if e["event"] == "start")
+        planned = shlex.split(next(line for line in section.splitlines() if line.startswith("server: "))[8:])
+        assert substitute(planned, start["substitutions"]) == start["argv_list"]
+        assert planned[:2] == [PODMAN, "run"] and "--user" in planned
+        for line in section.splitlines():
+            if line.startswith("bench "):
+                name, argv = line[6:].split(": ", 1)
+                bench, rep = name.split(" r")
+                ran = json.loads((campaign["results"] / "arms" / arm / bench / f"r{rep}" / "run.json").read_text())
+                assert substitute(shlex.split(argv), start["substitutions"]) == ran["client_argv"]
+
+
+def test_a_crash_leaves_no_container_and_is_in_the_launch_record(campaign, container_env, node_stores, standin_assets,
+                                                                 tmp_path):
+    behaviour = write_behaviour(tmp_path / "crash.json", standin_assets, crash_after_requests=3)
+    results = tmp_path / "results"
+    env = {**container_env["env"], "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
+           "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]), "ROCR_VISIBLE_DEVICES": "2,3"}
+    overrides = overrides_for(results, standin_assets) + ["~experiment.arms.pr_rs_on", "experiment.baseline_arm=main_rs_on"]
+    proc = specrepro("run", *overrides, env=env, check=False)
+    assert proc.returncode != 0
+    log = (results / "logs" / "serve_bench" / "main_rs_on.log").read_text()
+    assert "server exited" in log or "crashed during" in log, log[-3000:]
+    events = launches(results, "main_rs_on")
+    assert [e["event"] for e in events] == ["start", "end"] and events[1]["status"] == "failed"
+    assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", CAMPAIGN_LABEL).stdout.strip() == ""
+
+
+def test_sigterm_leaves_no_container(campaign, container_env, node_stores, standin_assets, tmp_path):
+    behaviour = write_behaviour(tmp_path / "slow.json", standin_assets, step_ms=200.0)
+    results = tmp_path / "results"
+    env = {**os.environ, **container_env["env"], "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
+           "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]), "ROCR_VISIBLE_DEVICES": "2,3"}
+    overrides = overrides_for(results, standin_assets) + ["~experiment.arms.pr_rs_on", "experiment.baseline_arm=main_rs_on"]
+    proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "run", *overrides], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server_log = results / "arms" / "main_rs_on" / "server.log"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if server_log.is_file() and "ready to roll" in server_log.read_text(errors="replace"):
+            break
+        time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the server never became ready")
+    running = podman(node_stores["B"], "ps", "--quiet", "--filter", CAMPAIGN_LABEL).stdout.split()
+    assert len(running) == 1
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=120)
+    assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", CAMPAIGN_LABEL).stdout.strip() == ""
+    events = launches(results, "main_rs_on")
+    assert events[-1]["event"] == "end" and events[-1]["status"] == "failed"

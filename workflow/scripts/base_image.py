@@ -1,0 +1,7 @@
+from pathlib import Path
+
+from specrepro.image import resolve_base
+from specrepro.stage_log import stage_log
+
+with stage_log(snakemake) as log:
+    resolve_base(snakemake.config, Path(snakemake.output[0]), log)

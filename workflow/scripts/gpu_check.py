@@ -1,0 +1,14 @@
+from pathlib import Path
+
+from specrepro.gpu_check import gpu_check_stage
+from specrepro.stage_log import stage_log
+
+with stage_log(snakemake) as log:
+    gpu_check_stage(
+        snakemake.config,
+        arm=snakemake.wildcards.arm,
+        image_record=Path(snakemake.input.image),
+        verdict_json=Path(snakemake.output.verdict),
+        verdict_md=Path(snakemake.output.markdown),
+        log=log,
+    )
