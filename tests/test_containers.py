@@ -53,7 +53,10 @@ def node_stores(tmp_path_factory):
     if shutil.which("podman") is None or shutil.which("mmdebstrap") is None:
         pytest.fail("podman and mmdebstrap are not installed: .ci/run installs Debian's podman, runc and mmdebstrap")
     root = tmp_path_factory.mktemp("nodes")
-    return {"A": root / "build-node", "B": root / "gpu-node"}
+    stores = {"A": root / "build-node", "B": root / "gpu-node"}
+    yield stores
+    for store in stores.values():  # unmount and empty each store, so nothing outlives the tests
+        podman(store, "system", "reset", "--force", check=False)
 
 
 @pytest.fixture(scope="session")
@@ -219,6 +222,23 @@ def test_sigterm_leaves_no_container(campaign, container_env, node_stores, stand
     assert len(running) == 1
     os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=120)
+    # The measuring job tears its container down before it exits (within serve.shutdown_grace_s).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (podman(node_stores["B"], "ps", "--all", "--quiet", "--filter",
+                                                  CAMPAIGN_LABEL).stdout.strip() or _job_alive(results)):
+        time.sleep(1)
+    show(node_stores["B"], "GPU node after SIGTERM")
     assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", CAMPAIGN_LABEL).stdout.strip() == ""
     events = launches(results, "main_rs_on")
     assert events[-1]["event"] == "end" and events[-1]["status"] == "failed"
+
+
+def _job_alive(results: Path) -> bool:
+    """Is a serve job of this campaign still running (its script names the results folder)?"""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(results).encode() in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False

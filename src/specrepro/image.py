@@ -240,7 +240,8 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
                       content_hash=content_hash)
         record["applied"] = applied_record(rt, tag, log)
         if plat["image_distribution"] == "archive":
-            archive = cache / f"{name}.tar"
+            # Named by the build's ID: a rebuild of the same recipe (new ID) never reuses an old archive.
+            archive = cache / f"{name}-{_safe(info['id'].split(':')[-1][:12])}.tar"
             with locked(cache / f".{archive.name}.lock"):
                 save_archive(rt, tag, archive, log)
             record["archive"] = str(archive)

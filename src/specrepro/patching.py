@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -134,19 +135,33 @@ def _failure_message(patch: Path, output: str, strip: int) -> str:
 
 
 def apply_series(tree: Path, patches: List[Path], layout: Optional[str] = None) -> Dict:
-    """Apply `patches` to `tree` atomically; return what was applied, with hashes.
+    """Apply `patches` to `tree`, all or nothing; return what was applied, with hashes.
 
-    Each patch is checked (dry run) against the state the previous ones left,
-    on a staging copy; `tree` is replaced only when every patch applied.  On
-    failure `tree` is untouched and PatchError names patch, file and hunk.
+    The files the series touches are copied to a staging folder and every patch
+    is checked (dry run) there against the state the previous ones left; `tree`
+    changes only when every patch applied, and on failure it is untouched and
+    PatchError names patch, file and hunk.  The patched files then replace the
+    originals one by one, each with an atomic rename in its own directory: a
+    whole-tree directory swap is impossible inside a container image build,
+    where overlayfs refuses to rename a directory of a lower layer (EXDEV).
     """
     tree = Path(tree)
     layout = layout or detect_layout(tree)
     strip = LAYOUT_STRIP[layout]
+    touched: List[str] = []
+    for patch in patches:
+        for repo_path in touched_files(patch.read_text()):
+            rel = _strip(repo_path, strip)
+            if rel not in touched:
+                touched.append(rel)
     staging_root = Path(tempfile.mkdtemp(prefix=".staging-", dir=tree.parent))
     staging = staging_root / tree.name
     try:
-        shutil.copytree(tree, staging, symlinks=True)
+        staging.mkdir()
+        for rel in touched:
+            if (tree / rel).is_file():
+                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(tree / rel, staging / rel)
         applied = []
         for patch in patches:
             check = _run_patch(staging, patch, strip, dry_run=True)
@@ -158,12 +173,17 @@ def apply_series(tree: Path, patches: List[Path], layout: Optional[str] = None) 
             files = {}
             for repo_path in touched_files(patch.read_text()):
                 rel = _strip(repo_path, strip)
-                files[rel] = sha256_file(staging / rel)
+                files[rel] = sha256_file(staging / rel) if (staging / rel).is_file() else None
             applied.append({"patch": patch.name, "sha256": sha256_file(patch), "files": files})
-        # Swap in: the old tree moves aside first so a crash leaves one of the two whole.
-        old = staging_root / (tree.name + ".orig")
-        tree.rename(old)
-        staging.rename(tree)
+        for rel in touched:
+            src, dst = staging / rel, tree / rel
+            if src.is_file():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                tmp = dst.with_name(f".{dst.name}.patched")
+                shutil.copy2(src, tmp)
+                os.replace(tmp, dst)
+            elif dst.exists():
+                dst.unlink()
         return {"layout": layout, "strip": strip, "patches": applied}
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)

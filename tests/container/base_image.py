@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-PACKAGES = "python3,patch,ca-certificates"
+PACKAGES = "python3,patch,ca-certificates,libstdc++6,libgomp1"
 PODMAN = str(HERE / "bin" / "podman")
 
 
@@ -47,7 +47,7 @@ def build(cache_dir: Path) -> str:
     rootfs = work / "rootfs.tar"
     if not rootfs.is_file():
         work.mkdir(parents=True, exist_ok=True)
-        partial = work / "rootfs.tar.partial"
+        partial = work / "rootfs.partial.tar"
         print(f"test base image: mmdebstrap {PACKAGES} (about 30 s)", file=sys.stderr, flush=True)
         subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", f"--include={PACKAGES}", "bookworm",
                         str(partial)], check=True)
