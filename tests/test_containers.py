@@ -242,3 +242,38 @@ def _job_alive(results: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+@pytest.mark.parametrize("runtime", ["apptainer", "pyxis"])
+def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_assets, check_python):
+    """Neither tool installs here: a recording fake runs the inner command (see fake_runtime.py)."""
+    results = tmp_path / "results"
+    record = tmp_path / "argv.jsonl"
+    behaviour = write_behaviour(tmp_path / "behaviour.json", standin_assets)
+    env = {"SPECREPRO_TEST_ASSETS": str(standin_assets), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
+           "SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_FAKE_RUNTIME_RECORD": str(record),
+           "PATH": f"{ROOT / 'tests' / 'container' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
+           "SLURM_JOB_GPUS": "4,5"}
+    overrides = [o for o in overrides_for(results, standin_assets) if not o.startswith("platform=")]
+    overrides += [f"platform=standin_{runtime}", "~experiment.arms.main_rs_on", "experiment.baseline_arm=pr_rs_on"]
+    specrepro("run", *overrides, env=env)
+    plan = specrepro("plan", *overrides, env=env).stdout
+    from specrepro.launch import substitute
+
+    start = next(e for e in launches(results, "pr_rs_on") if e["event"] == "start")
+    assert start["gpus"] == [4, 5] and start["gpu_source"] == "SLURM_JOB_GPUS"
+    section = plan.split("## arm pr_rs_on:")[1]
+    planned = shlex.split(next(line for line in section.splitlines() if line.startswith("server: "))[8:])
+    assert substitute(planned, start["substitutions"]) == start["argv_list"]
+    ran = [json.loads(line) for line in record.read_text().splitlines()]
+    tool = "srun" if runtime == "pyxis" else "apptainer"
+    assert [tool, *start["argv_list"][1:]] in ran  # the fake saw exactly that argv
+    bench = json.loads((results / "arms" / "pr_rs_on" / "bench_serving" / "r1" / "run.json").read_text())
+    planned_bench = next(line for line in section.splitlines() if line.startswith("bench bench_serving r1: "))
+    assert substitute(shlex.split(planned_bench.split(": ", 1)[1]), start["substitutions"]) == bench["client_argv"]
+    if runtime == "pyxis":
+        assert "--gres=gpu:2" in start["argv_list"] and any(a.startswith("--container-mounts=") for a in planned)
+        assert any(a.startswith("--export=ALL,") and "ROCR_VISIBLE_DEVICES=4,5" in a for a in start["argv_list"])
+    else:
+        assert "--rocm" in planned and "--cleanenv" in planned
+        assert "ROCR_VISIBLE_DEVICES=4,5" in start["argv_list"]

@@ -23,7 +23,7 @@ from specrepro.sglang_flags import load_table
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
 CONF_DIR = PROJECT_ROOT / "conf"
 BENCHMARK_KINDS = {"gsm8k": "gsm8k", "bench_serving": "serving"}
-CONTAINER_RUNTIMES = {"docker", "podman", "apptainer", "none"}
+CONTAINER_RUNTIMES = {"docker", "podman", "apptainer", "pyxis", "none"}
 ACCELERATORS = {"rocm", "cuda", "none"}
 SOURCE_METHODS = {"auto", "git", "registry"}
 # Flags the pipeline owns per server launch; a config may not set them.
