@@ -5,14 +5,28 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: campaign test lint bench clean
+.PHONY: campaign test lint bench clean profiles
+
+SNAKEMAKE_PROFILES := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 
 $(BIN)/.installed: pyproject.toml requirements/lock.txt
 	$(PYTHON) -m venv $(VENV)
 	@echo "installing the pinned environment into $(VENV) (log: $(VENV)/install.log)"
 	@$(BIN)/python -m pip install --disable-pip-version-check -c requirements/lock.txt -e '.[test]' \
 		> $(VENV)/install.log 2>&1 || (tail -30 $(VENV)/install.log; exit 1)
+	@$(MAKE) --no-print-directory profiles
 	touch $@
+
+# `snakemake --profile rocm` (and cuda) as typed: Snakemake looks for profiles
+# by name in $(SNAKEMAKE_PROFILES); link ours there, never over someone else's.
+profiles:
+	@mkdir -p $(SNAKEMAKE_PROFILES)
+	@for p in rocm cuda; do \
+		dest=$(SNAKEMAKE_PROFILES)/$$p; \
+		if [ -e $$dest ] && [ "$$(readlink -f $$dest)" != "$(CURDIR)/profiles/$$p" ]; then \
+			echo "$$dest exists and is not specrepro's; use --profile $(CURDIR)/profiles/$$p"; \
+		else ln -sfn $(CURDIR)/profiles/$$p $$dest && echo "snakemake --profile $$p -> $$dest"; fi; \
+	done
 
 campaign: $(BIN)/.installed
 	$(BIN)/specrepro run --cpu-only $(OVERRIDES)

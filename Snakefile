@@ -7,6 +7,7 @@ min_version("9.0")
 
 
 from specrepro.workflow_support import (
+    arm_constraint,
     arm_input_tree,
     campaign_for_snakemake,
     targets,
@@ -22,7 +23,7 @@ VERDICTS = targets(
 wildcard_constraints:
     ref=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
     series=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    arm=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    arm=arm_constraint(CAMPAIGN),
 
 
 # Light and network-bound jobs run where Snakemake runs (the submit host

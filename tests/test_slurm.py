@@ -9,9 +9,12 @@ results with the local run's.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -90,10 +93,13 @@ def test_results_equal_a_local_run(slurm_campaign, tmp_path, standin_assets, che
     assert claims(slurm_campaign["results"]) == claims(local)
 
 
-def test_rocm_profile_plans_gpu_requests_without_slurm(tmp_path):
-    out = subprocess.run([str(__import__("pathlib").Path(sys.executable).parent / "snakemake"), "--profile", "profiles/rocm",
-                          "-n", "--config", f"overrides=[results_dir={tmp_path}]"], cwd=ROOT, capture_output=True,
-                         text=True, env={"PATH": "/usr/bin:/bin"})
+@pytest.mark.parametrize("profile,platform", [("rocm", "mi355x"), ("cuda", "h200")])
+def test_platform_profile_as_typed_selects_its_platform(tmp_path, profile, platform):
+    """`snakemake --profile rocm -n` from the project root, as the user types it (make installs the profiles)."""
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    out = subprocess.run(["snakemake", "--profile", profile, "-n", "--config", f"overrides=[results_dir={tmp_path}]"],
+                         cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr
-    assert "gpu=4" in text and "slurm_extra=--exclusive" in text
+    assert f"on platform {platform} (gpu=4, slurm_extra=--exclusive): docker run" in text
+    assert f"Using profiles {profile} and workflow specific profile profiles/default" in text

@@ -225,6 +225,11 @@ class Campaign:
                 "baseline_arm": self.experiment["baseline_arm"],
                 "skip_claims": self.experiment.get("skip_claims") or []}
 
+    def planned_server_command(self, arm: str) -> str:
+        from specrepro.launch import Launcher, planned_context
+
+        return shlex.join(Launcher(self, arm).server_argv(planned_context(self, arm)))
+
     def describe_plan(self) -> str:
         """Per arm: the server command and every benchmark command, exactly as they run.
 

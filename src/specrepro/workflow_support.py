@@ -11,6 +11,7 @@ count equal to Snakemake's own dry run).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List
 
 from specrepro.campaign import Campaign
@@ -68,6 +69,11 @@ def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
 def targets(campaign: Campaign, rule: str, pattern: str) -> List[str]:
     """`pattern` (with {wildcards}) for every job of `rule`."""
     return [pattern.format(**w) for w in fan_out(campaign)[rule]]
+
+
+def arm_constraint(campaign: Campaign) -> str:
+    """The arms' names exactly: image/base.json is never an arm's image."""
+    return "|".join(re.escape(a) for a in campaign.arms)
 
 
 def arm_input_tree(campaign: Campaign, arm: str) -> str:

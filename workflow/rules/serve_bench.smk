@@ -36,5 +36,10 @@ rule serve_bench:
     params:
         # Everything that determines what this arm measures: a change reruns it.
         key=lambda w: CAMPAIGN.measurement_key(w.arm),
+        platform=CAMPAIGN.cfg["platform"]["name"],
+        # The server command exactly as `specrepro plan` prints it ($ symbols set at launch).
+        launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
+    message:
+        "arm {wildcards.arm} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
     script:
         "../scripts/serve_bench.py"
