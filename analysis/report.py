@@ -97,6 +97,25 @@ def noise_table(analysis: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stage_costs_table(results_dir: Path) -> str:
+    """Snakemake's `benchmark:` records of the heavy stages: wall time and peak memory per job."""
+    import csv
+
+    rows = []
+    for tsv in sorted(Path(results_dir, "benchmarks").glob("**/*.tsv")):
+        with open(tsv) as fh:
+            records = list(csv.DictReader(fh, delimiter="\t"))
+        if not records:
+            continue
+        last = records[-1]
+        job = str(tsv.relative_to(Path(results_dir, "benchmarks")).with_suffix(""))
+        rss = last.get("max_rss", "")
+        rows.append(f"| {job} | {float(last['s']):.1f} | {rss if rss in ('', '-', 'NA') else f'{float(rss):.0f}'} |")
+    if not rows:
+        return ""
+    return "\n".join(["| job | wall time (s) | peak RSS (MB) |", "| --- | --- | --- |", *rows])
+
+
 def executed_statement(cfg: Dict[str, Any]) -> str:
     plat = cfg["platform"]
     if plat["accelerator"] == "none":
@@ -155,6 +174,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         md = Path(v).with_suffix(".md")
         if md.is_file():
             parts += ["", md.read_text()]
+    costs = stage_costs_table(Path(cfg["results_dir"]))
+    if costs:
+        parts += ["", "### Provenance: what each heavy stage cost (Snakemake `benchmark:`)", "", costs]
     text = "\n".join(parts) + "\n"
     markdown.write_text(text)
     html.write_text(render_html(text, runs, requests, analysis))

@@ -117,3 +117,15 @@ def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+# What the container runtime itself said about the images and containers of the
+# container tests: shown in the test log whether the tests pass or fail.
+RUNTIME_OUTPUT: list = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if RUNTIME_OUTPUT:
+        terminalreporter.section("container runtime output (podman images / podman ps)")
+        for block in RUNTIME_OUTPUT:
+            terminalreporter.write_line(block)

@@ -14,16 +14,15 @@ from specrepro.config import CONF_DIR, PROJECT_ROOT, ConfigError, compose
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("model", "platform", "sglang", "experiment", "bench")}
 
 
-def test_every_group_has_options():
-    for group, options in GROUPS.items():
-        assert options, f"conf/{group} has no options"
-
-
 @pytest.mark.parametrize("group,option", [(g, o) for g in ("model", "platform", "sglang", "experiment") for o in GROUPS[g]])
 def test_every_option_composes(group, option):
     cfg = compose([f"{group}={option}"])
-    assert cfg[group if group != "experiment" else "experiment"]
-    Campaign(cfg).describe_plan()
+    # the option chosen is the option composed (file names and the names inside them agree)
+    composed = {"model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
+                "sglang": "v" + cfg["sglang"]["version"].replace(".", "_"), "experiment": cfg["experiment"]["name"]}
+    assert composed[group] == option
+    plan = Campaign(cfg).describe_plan()
+    assert plan.count("server: ") == len(cfg["experiment"]["arms"])
 
 
 @pytest.mark.parametrize("option", GROUPS["bench"])
@@ -32,19 +31,51 @@ def test_every_bench_option_composes(option):
     assert cfg["benchmarks"][f"extra_{option}"]["kind"] in {"gsm8k", "bench_serving"}
 
 
-def test_seed_campaign_values():
+SEED = PROJECT_ROOT.parent / "shared" / "seed" / "eagle-topk-pr.md"
+
+
+def test_seed_campaign_matches_the_seed_document():
+    """The default campaign against the PR text itself: its server command, workloads and tables."""
+    import re
+    import shlex
+
+    text = SEED.read_text()
     cfg = compose()
-    exp = cfg["experiment"]
-    assert cfg["sglang"]["version"] == "0.5.20"
-    assert set(exp["arms"]) == {"main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg"}
-    assert exp["repeats"] == 3
-    g = cfg["benchmarks"]["gsm8k"]["gsm8k"]
+    plan = Campaign(cfg).describe_plan()
+    command = re.search(r"python3 -m sglang.launch_server \\\n(.*?)\n\n", text, re.S).group(1).replace("\\\n", " ")
+    seed_args = shlex.split(command)
+    canonical = {"--tp": "--tp-size"}
+    pr_line = _server_line(plan, "pr_rs_on")
+    for i, arg in enumerate(seed_args):
+        if not arg.startswith("--") or arg == "--model-path":
+            continue
+        value = seed_args[i + 1] if i + 1 < len(seed_args) and not seed_args[i + 1].startswith("--") else None
+        flag = canonical.get(arg, arg)
+        assert (f"{flag} {value}" if value else flag) in pr_line, arg
+    # GSM8K 200q 5-shot temperature=0, concurrency 8; bench_serving random 1024/512, 12 prompts, concurrency 1
+    g, s = cfg["benchmarks"]["gsm8k"]["gsm8k"], cfg["benchmarks"]["bench_serving"]["serving"]
+    assert "GSM8K 200q 5-shot temperature=0, concurrency 8" in text
     assert (g["num_questions"], g["num_shots"], g["temperature"], g["parallel"]) == (200, 5, 0.0, 8)
-    s = cfg["benchmarks"]["bench_serving"]["serving"]
-    assert (s["dataset_name"], s["input_len"], s["output_len"], s["num_prompts"], s["max_concurrency"]) == ("random", 1024, 512, 12, 1)
-    assert cfg["benchmarks"]["gsm8k_sampled"]["gsm8k"]["temperature"] == 1.0
-    assert exp["reference"]["pr_rs_on"]["gsm8k"]["accept_length"] == 3.882
-    assert cfg["tracking"]["uri"] is None
+    assert "random 1024/512, 12 prompts, concurrency 1" in text
+    assert (s["dataset_name"], s["input_len"], s["output_len"], s["num_prompts"], s["max_concurrency"]) == \
+        ("random", 1024, 512, 12, 1)
+    # every figure of the seed's two tables is the reference figure of its arm
+    ref = cfg["experiment"]["reference"]
+    rows = {"main, rejection sampling off": "main_rs_off", "main, rejection sampling on": "main_rs_on",
+            "+ this PR, rejection sampling on": "pr_rs_on"}
+    seen = 0
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("\t")]
+        if cells[0] in rows and len(cells) in (3, 4):
+            arm = rows[cells[0]]
+            if "ms" in cells[1]:
+                assert ref[arm]["bench_serving"] == {"mean_tpot_ms": float(cells[1].split()[0]),
+                                                     "output_throughput": float(cells[2])}
+            else:
+                assert ref[arm]["gsm8k"] == {"accept_length": float(cells[1]), "accuracy": float(cells[2]),
+                                             "invalid_rate": float(cells[3])}
+            seen += 1
+    assert seen == 6
 
 
 SEED_FLAGS = [
@@ -106,7 +137,7 @@ BAD = [
     (["model=no_such_model"], "model"),
     (["platform=tpu"], "platform"),
     (["experiment.repeats=0"], "experiment.repeats"),
-    (["experiment.repeats=three"], "repeats"),
+    (["experiment.repeats=three"], "could not be converted to Integer"),
     (["serve.port=80"], "serve.port"),
     (["serve.port=70000"], "serve.port"),
     (["experiment.baseline_arm=nope"], "experiment.baseline_arm"),
@@ -114,7 +145,8 @@ BAD = [
     (["experiment.arms.pr_rs_on.benchmarks=[gsm8k,mmlu]"], "'mmlu' is not a defined benchmark"),
     (["+model.server_args.tp=4"], "did you mean --tp-size"),
     (["+model.server_args.no_such_flag=1"], "--no-such-flag"),
-    (["+experiment.arms.pr_rs_on.extra_server_args.speculative_use_rejection_samplin=true"], "speculative_use_rejection_samplin"),
+    (["+experiment.arms.pr_rs_on.extra_server_args.speculative_use_rejection_samplin=true"],
+     "did you mean --speculative-use-rejection-sampling"),
     (["model.server_args.trust_remote_code=yes"], "is a switch"),
     (["+model.server_args.port=1234"], "set by specrepro"),
     (["model.gpus=16"], "model.gpus"),
@@ -122,10 +154,10 @@ BAD = [
     (["benchmarks.gsm8k.gsm8k.num_questions=0"], "benchmarks.gsm8k.gsm8k.num_questions"),
     (["benchmarks.bench_serving.serving.range_ratio=1.5"], "range_ratio"),
     (["benchmarks.gsm8k.kind=mmlu"], "benchmarks.gsm8k.kind"),
-    (["experiment.repeets=3"], "repeets"),
+    (["experiment.repeets=3"], "Key 'repeets' not in 'ExperimentConfig'"),
     (["sglang.version=9.9.9"], "sglang.version"),
     (["experiment.patch_series.eagle_topk=[{url: 'https://example.invalid/x.diff'}]"], "sha256"),
-    (["model.name=???"], "model.name"),
+    (["model.name=???"], "model.name: Missing mandatory value"),
     (["experiment.name=../escape"], "experiment.name"),
 ]
 

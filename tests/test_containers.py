@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, specrepro, standin_overrides, write_behaviour
+from conftest import ROOT, RUNTIME_OUTPUT, specrepro, standin_overrides, write_behaviour
 
 pytestmark = pytest.mark.containers
 
@@ -44,7 +44,7 @@ def podman(store: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 def show(store: Path, title: str) -> str:
     """The runtime's own view, printed into the test log."""
     text = (podman(store, "images", "--all").stdout + podman(store, "ps", "--all", "--filter", CAMPAIGN_LABEL).stdout)
-    print(f"--- {title} ({store.name}) ---\n{text}")
+    RUNTIME_OUTPUT.append(f"--- {title} ({store.name}) ---\n{text}")
     return text
 
 

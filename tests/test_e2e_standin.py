@@ -23,7 +23,8 @@ def campaign(tmp_path_factory, standin_assets, check_python):
     results = tmp_path_factory.mktemp("standin_campaign")
     behaviour = write_behaviour(results.parent / "behaviour.json", standin_assets)
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
-    overrides = standin_overrides(results, standin_assets)
+    # gpu_check on: its rule runs in the DAG (on this CPU: the eager half; the graph half says "needs a GPU")
+    overrides = standin_overrides(results, standin_assets) + ["gpu_check.enabled=always", "gpu_check.greedy_rows=512"]
     proc = specrepro("run", *overrides, env=env, timeout=3000)
     return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
             "behaviour": behaviour}
@@ -89,6 +90,9 @@ def test_report_and_verdicts(campaign):
     assert verdicts["rs_costs_accept_length"] == "REPRODUCED"
     assert verdicts["pr_raises_accept_length"] == "REPRODUCED"
     assert verdicts["nocg_fixed_without_patch"] == "INCONCLUSIVE"  # those arms were not run here
+    assert "## gpu_check: arm pr_rs_on (patched" in report and "## gpu_check: arm main_rs_on (control" in report
+    assert "The graph half was not executed here: it needs a GPU." in report
+    assert "### Provenance" in report and "| serve_bench/pr_rs_on |" in report
     html = (campaign["results"] / "report" / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 3
 
@@ -101,7 +105,7 @@ def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):
     exp = client.get_experiment_by_name("specrepro/eagle_topk_greedy")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     names = sorted(r.info.run_name for r in runs)
-    assert "pr_rs_on" in names and "pr_rs_on/bench_serving/r3" in names
+    assert "pr_rs_on" in names and "pr_rs_on/bench_serving/r3" in names and "gpu_check/pr_rs_on" in names
     arm_run = next(r for r in runs if r.info.run_name == "pr_rs_on")
     assert arm_run.data.params["server_args.speculative_use_rejection_sampling"] == "True"
     child = next(r for r in runs if r.info.run_name == "pr_rs_on/gsm8k/r1")

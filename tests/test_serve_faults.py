@@ -138,9 +138,13 @@ def test_two_campaigns_at_once_do_not_collide(arm_cfg, tmp_path):
     cfg_b["results_dir"] = str(tmp_path / "results_b")
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         records = list(pool.map(run_arm, (cfg_a, cfg_b), (image, image)))
-    assert all(len(r["launches"]) == 2 for r in records)  # one start and one end each
-    ports = {launch_events(c)[0]["port"] for c in (cfg_a, cfg_b)}
-    assert len(ports) == 2
+    for cfg, record in zip((cfg_a, cfg_b), records):
+        # each campaign measured against its own server only: its runs name its one launch, whose log it holds
+        events = launch_events(cfg)
+        assert [e["event"] for e in events] == ["start", "end"] and events[1]["status"] == "ok"
+        assert {r["server_launch"] for r in record["runs"].values()} == {events[0]["launch_id"]}
+        log = (Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "server.log").read_text()
+        assert log.count("# specrepro launch ") == 1 and events[0]["launch_id"] in log
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

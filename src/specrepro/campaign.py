@@ -209,11 +209,13 @@ class Campaign:
             "model_gpus": self.cfg["model"]["gpus"],
         }
 
-    def run_key(self, arm: str, benchmark: str) -> str:
-        """The key of one benchmark's records of an arm: server, image inputs, benchmark settings."""
+    def run_key(self, arm: str, benchmark: str, image_id: str = "") -> str:
+        """The key of one benchmark's records of an arm: the server command, the image it ran
+        (by ID: a re-pushed base tag re-measures), the benchmark's settings, the platform."""
         key = self.measurement_key(arm)
         key["benchmarks"] = {benchmark: key["benchmarks"][benchmark]}
         key.pop("repeats")
+        key["image_id"] = image_id
         return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def analysis_key(self) -> Dict[str, Any]:

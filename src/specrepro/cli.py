@@ -211,7 +211,8 @@ def cmd_log(args) -> int:
     cfg = load_resolved(cfg_path)
     if args.tracking_uri:
         cfg["tracking"]["uri"] = args.tracking_uri
-    logged = log_campaign(cfg, sorted(results.glob("patch_check/*/*/verdict.json")), with_results=True)
+    logged = log_campaign(cfg, sorted(results.glob("patch_check/*/*/verdict.json")), with_results=True,
+                          gpu_checks=sorted(results.glob("gpu_check/*/verdict.json")))
     print(f"logged {len(logged['children'])} runs of {results} to {logged['tracking_uri']} "
           f"(parent run {logged['parent_run']})")
     return 0

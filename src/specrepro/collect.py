@@ -51,6 +51,13 @@ def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Pat
     campaign = Campaign(cfg)
     rows: List[Dict[str, Any]] = []
     request_rows: List[Dict[str, Any]] = []
+    bases = {}
+    for arm_record in arm_records:
+        record = json.loads(Path(arm_record).read_text())
+        bases[record["arm"]] = ((record.get("image") or {}).get("base") or {}).get("image_id")
+    if len({b for b in bases.values() if b}) > 1:
+        raise ValueError("arms ran on different base images, so their deltas would mix builds: "
+                         + ", ".join(f"{a}: {b}" for a, b in bases.items()) + "; re-run the image stage for every arm")
     for arm_record in arm_records:
         arm = json.loads(Path(arm_record).read_text())["arm"]
         for run in campaign.bench_runs(arm):

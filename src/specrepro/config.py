@@ -70,11 +70,22 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
 
 
 def _hydra_message(exc: Exception) -> str:
-    text = str(exc).strip()
-    key = getattr(exc, "full_key", None)
-    if key and key not in text:
-        text = f"{key}: {text}"
-    return text
+    """Hydra's message with its causes: "Error merging override" alone never says why."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        # OmegaConf appends full_key/reference_type/object_type lines; the key is named once, first.
+        text = "\n".join(line for line in str(exc).strip().splitlines()
+                         if not line.strip().startswith(("full_key:", "reference_type=", "object_type="))).strip()
+        if "$VALUE" in text or "$KEY" in text:
+            text = ""
+        key = getattr(exc, "full_key", None)
+        if key and key not in text:
+            text = f"{key}: {text}"
+        if text and not any(text in p for p in parts):
+            parts.append(text)
+        exc = exc.__cause__ or exc.__context__
+    return " -- because: ".join(parts)
 
 
 def config_hash(cfg: Dict[str, Any]) -> str:

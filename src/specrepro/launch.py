@@ -91,10 +91,12 @@ def parse_gpu_list(text: str, source: str) -> List[int]:
                           f"set serve.gpus or configure Slurm to give indices)") from None
 
 
-def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None) -> Tuple[List[int], str]:
-    """The node GPUs this job may use, and where that came from."""
+def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None,
+                 needed: Optional[int] = None) -> Tuple[List[int], str]:
+    """The node GPUs this job may use (`needed`, default model.gpus), and where that came from."""
     environ = os.environ if environ is None else environ
-    plat, needed = cfg["platform"], cfg["model"]["gpus"]
+    plat = cfg["platform"]
+    needed = cfg["model"]["gpus"] if needed is None else needed
     if plat["accelerator"] == "none":
         return [], "no accelerator"
     gpus, source = None, ""
@@ -108,7 +110,8 @@ def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None) 
         raise LaunchError(f"no GPUs granted to this job: none of {plat['gpu_grant_env']} is set (Slurm sets them "
                           f"with --gres=gpu:N); on one host without a scheduler set serve.gpus=[0,1,...]")
     if len(gpus) < needed:
-        raise LaunchError(f"{source}={','.join(map(str, gpus))}: {len(gpus)} GPUs granted, model.gpus needs {needed}")
+        raise LaunchError(f"{source}={','.join(map(str, gpus))}: {len(gpus)} GPUs granted, this job needs {needed} "
+                          f"(model.gpus={cfg['model']['gpus']})")
     return gpus[:needed], source
 
 
@@ -228,13 +231,14 @@ class Launcher:
         inner = self.server_command(ctx, python)
         return self.wrap(ctx, inner, server=True)
 
-    def wrap(self, ctx: LaunchContext, inner: List[str], server: bool) -> List[str]:
+    def wrap(self, ctx: LaunchContext, inner: List[str], server: bool,
+             extra_mounts: Sequence[Mount] = (), name_suffix: str = "") -> List[str]:
         """`inner` run by the platform: as the server's container, or next to it (a client)."""
         if self.runtime == "none":
             return inner
         env = self.env(ctx, client=not server)
-        mounts = self.mounts(ctx)
-        name = self.container_name(ctx)
+        mounts = self.mounts(ctx) + list(extra_mounts)
+        name = self.container_name(ctx) + name_suffix
         if self.runtime in ("docker", "podman"):
             rt = self.runtime_command()
             if not server:

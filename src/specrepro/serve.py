@@ -296,7 +296,7 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         metrics[f"accept_length_{k}"] = v
     run_record = {
         "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "kind": bench["kind"],
-        "key": campaign.run_key(server.arm, run.benchmark),
+        "key": campaign.run_key(server.arm, run.benchmark, server.image.get("image_id", "")),
         "server_launch": server.launch_id, "client_argv": argv,
         "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
         "metrics": metrics,
@@ -359,9 +359,10 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     arm_dir.mkdir(parents=True, exist_ok=True)
     serve = cfg["serve"]
     runs = campaign.bench_runs(arm)
+    image_id = image.get("image_id", "")
     pending = []
     for run in runs:
-        state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark))
+        state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark, image_id))
         if state == "stale":
             set_aside(arm_dir, run, log)
         if state != "done":
@@ -378,7 +379,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
         print(f"arm {arm}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
         if pending:
             gpus, gpu_source = granted_gpus(cfg)
-            image_id = ensure_image(cfg, image, log)
+            ensure_image(cfg, image, log)
             ctx = LaunchContext(port=serve["port"] or free_port(serve["host"]), launch_id=uuid.uuid4().hex[:12],
                                 image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
                                 user=caller_user(cfg))

@@ -160,6 +160,28 @@ class CampaignTracker:
         self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
         return run
 
+    def log_gpu_check(self, verdict_path: Path) -> str:
+        verdict = json.loads(Path(verdict_path).read_text())
+        arm = verdict["arm"]
+        run = self.child(f"gpu_check:{arm}", f"gpu_check/{arm}")
+        metrics = {f"check.{c['check']}": float(c["passed"]) for c in verdict["checks"] if c["executed"]}
+        metrics.update(passed=float(verdict["passed"]), bug_visible=float(verdict["bug_visible"]))
+        eager = verdict["record"]["eager"]["greedy"]
+        metrics["greedy_non_argmax_share"] = eager["non_argmax"] / eager["rows"]
+        if verdict["record"].get("graph"):
+            g = verdict["record"]["graph"]
+            metrics["graph_refilled_non_argmax"] = g["refilled"]["non_argmax"]
+            metrics["graph_producer_missing_non_argmax_share"] = g["producer_missing"]["non_argmax"] / g["producer_missing"]["rows"]
+        self.log(run, params={"arm": arm, "role": verdict["role"]}, metrics=metrics,
+                 tags={"stage": "gpu_check", "executed_on": verdict["device"], "gpu_name": verdict.get("gpu_name") or "none",
+                       "graph_executed": str(verdict["graph_executed"])})
+        self.artifact(run, verdict_path, "gpu_check")
+        md = Path(verdict_path).with_suffix(".md")
+        if md.is_file():
+            self.artifact(run, md, "gpu_check")
+        self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
+        return run
+
     def log_results(self, results_dir: Path) -> Dict[str, str]:
         """Arms and (arm, benchmark, repeat) runs from the results folder."""
         from specrepro.campaign import Campaign
@@ -218,7 +240,7 @@ class CampaignTracker:
 
 
 def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Optional[Path] = None,
-                 log=None) -> Dict[str, Any]:
+                 log=None, gpu_checks=()) -> Dict[str, Any]:
     """Everything a campaign holds on disk into MLflow: patch-check verdicts, and arms and runs when measured.
 
     The one logging path of the Snakemake rules and `specrepro log`; idempotent.
@@ -229,6 +251,8 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
     logged: Dict[str, Any] = {"tracking_uri": tracker.uri, "parent_run": tracker.parent, "children": {}}
     for verdict in verdicts:
         logged["children"][str(verdict)] = tracker.log_patch_check(Path(verdict))
+    for verdict in gpu_checks:
+        logged["children"][str(verdict)] = tracker.log_gpu_check(Path(verdict))
     if with_results:
         logged["children"].update(tracker.log_results(Path(cfg["results_dir"])))
     if log is not None:

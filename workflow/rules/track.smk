@@ -16,6 +16,7 @@ rule track_cpu_stages:
 rule track_campaign:
     input:
         verdicts=VERDICTS,
+        gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
         runs=f"{R}/tables/runs.csv",
         report=f"{R}/report/report.md",
     output:

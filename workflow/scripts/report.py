@@ -8,7 +8,7 @@ with stage_log(snakemake) as log:
         snakemake.config,
         runs_csv=Path(snakemake.input.runs),
         requests_parquet=Path(snakemake.input.requests),
-        verdicts=[Path(v) for v in snakemake.input.verdicts],
+        verdicts=[Path(v) for v in snakemake.input.verdicts + snakemake.input.gpu_checks],
         claims_path=Path(snakemake.params.claims) if snakemake.params.claims else None,
         markdown=Path(snakemake.output.markdown),
         html=Path(snakemake.output.html),

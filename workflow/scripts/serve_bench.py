@@ -1,10 +1,12 @@
 from pathlib import Path
 
+from specrepro.gpu_check import refuse_failed
 from specrepro.serve import serve_arm
 from specrepro.stage_log import stage_log
 
 # Appended: a rerun's log keeps what the earlier launches said.
 with stage_log(snakemake, mode="a") as log:
+    refuse_failed([Path(v) for v in snakemake.input.gpu_check])
     serve_arm(
         snakemake.config,
         arm=snakemake.wildcards.arm,

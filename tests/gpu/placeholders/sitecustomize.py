@@ -1,0 +1,64 @@
+"""Tests on a lent GPU only: import-only placeholders for compiled packages.
+
+sglang 0.5.20's import chain names compiled CUDA packages (sgl_kernel,
+flashinfer) that the lent machine cannot install.  Each name in
+SPECREPRO_PLACEHOLDER_MODULES (and every submodule of it) imports as an empty
+module whose attributes raise when called, so the probe proves it never calls
+them.  Never on sys.path outside tests/gpu.
+"""
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import types
+
+NAMES = [n for n in os.environ.get("SPECREPRO_PLACEHOLDER_MODULES", "").split(",") if n]
+CALLED = []
+
+
+class _StubMeta(type):
+    """Names inside a placeholder are classes of this kind: attributes, items and subclasses
+    (sglang subclasses some at import) work; calling one, or a subclass, raises."""
+
+    def __getattr__(cls, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _stub(f"{cls._qualified}.{attr}")
+
+    def __getitem__(cls, key):
+        return _stub(f"{cls._qualified}[{key!r}]")
+
+    def __call__(cls, *args, **kwargs):
+        CALLED.append(cls._qualified)
+        raise RuntimeError(f"{cls._qualified} is an import-only placeholder (tests/gpu): it must not be called")
+
+
+def _stub(qualified):
+    return _StubMeta(qualified.rsplit(".", 1)[-1], (), {"_qualified": qualified})
+
+
+class _Placeholder(types.ModuleType):
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _stub(f"{self.__name__}.{attr}")
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if any(name == n or name.startswith(n + ".") for n in NAMES):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _Placeholder(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+if NAMES:
+    sys.meta_path.insert(0, _Finder())
