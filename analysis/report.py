@@ -138,10 +138,12 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     import yaml
 
     from specrepro.analysis.analyze import analyze
+    from specrepro.analysis.claims import load_claims
 
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
-    claims = yaml.safe_load(Path(claims_path).read_text())["claims"] if claims_path else []
+    skipped = set(cfg["experiment"].get("skip_claims") or [])
+    claims = [c for c in load_claims(claims_path) if c["id"] not in skipped]
     analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
                        cfg["experiment"].get("reference_repeats"))
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
@@ -163,6 +165,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "### Claims",
         "",
         claims_table(analysis),
+        *([f"\nNot judged in this campaign (experiment.skip_claims): {', '.join(sorted(skipped))}."] if skipped else []),
         "",
         "### Noise floors",
         "",

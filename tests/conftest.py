@@ -75,7 +75,8 @@ def write_behaviour(path: Path, assets: Path, **overrides) -> Path:
     return path
 
 
-def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs_on", "pr_rs_on")) -> list:
+def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs_on", "pr_rs_on"),
+                      benchmarks=("gsm8k", "bench_serving")) -> list:
     """A small campaign on the stand-in platform: the seed's arms, short benchmarks."""
     all_arms = ["main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg"]
     out = [f"hydra.searchpath=[file://{ROOT / 'tests' / 'conf'}]", "platform=standin", f"results_dir={results}",
@@ -86,9 +87,23 @@ def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs
            f"benchmarks.bench_serving.serving.dataset_path={assets / 'sharegpt.json'}",
            "serve.ready_timeout_s=60", "serve.shutdown_grace_s=5", "serve.warmup_requests=1"]
     out += [f"~experiment.arms.{a}" for a in all_arms if a not in arms]
-    out += [f"experiment.arms.{a}.benchmarks=[gsm8k,bench_serving]" for a in arms]
+    out += [f"experiment.arms.{a}.benchmarks=[{','.join(benchmarks)}]" for a in arms]
+    out.append(f"experiment.skip_claims=[{','.join(claims_needing_more_than(arms, benchmarks))}]")
     if "main_rs_off" not in arms:
         out.append(f"experiment.baseline_arm={arms[0]}")
+    return out
+
+
+def claims_needing_more_than(arms, benchmarks) -> list:
+    """Seed claims that name an arm or a benchmark a reduced test campaign does not run."""
+    import yaml
+
+    claims = yaml.safe_load((ROOT / "conf" / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
+    out = []
+    for c in claims:
+        named = c.get("arms") or [c.get("arm"), c.get("against")]
+        if c["benchmark"] not in benchmarks or any(a not in arms for a in named):
+            out.append(c["id"])
     return out
 
 

@@ -159,6 +159,11 @@ BAD = [
     (["experiment.patch_series.eagle_topk=[{url: 'https://example.invalid/x.diff'}]"], "sha256"),
     (["model.name=???"], "model.name: Missing mandatory value"),
     (["experiment.name=../escape"], "experiment.name"),
+    (["+foo=1"], "Key 'foo' not in 'SpecreproConfig'"),
+    (["results_dir="], "results_dir: '' is empty or a root folder"),
+    (["results_dir=/"], "results_dir: '/' is empty or a root folder"),
+    (["~experiment.arms.main_rs_on_nocg"], "claim 'nocg_fixed_without_patch': arm 'main_rs_on_nocg' is not an arm"),
+    (["experiment.skip_claims=[no_such_claim]"], "experiment.skip_claims: ['no_such_claim'] are not claims"),
 ]
 
 
@@ -182,3 +187,19 @@ def test_typo_in_a_users_model_file_is_rejected(tmp_path):
     with pytest.raises(ConfigError) as info:
         compose([f"hydra.searchpath=[file://{tmp_path}]", "model=typo"])
     assert "gpu" in str(info.value)
+
+
+def test_claims_file_is_checked_against_the_experiment_before_any_job(tmp_path):
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(textwrap.dedent("""
+        claims:
+          - {id: a, benchmark: gsm8k, metric: accept_lenght, arm: pr_rs_on, against: main_rs_on, expect: increase}
+          - {id: b, benchmark: gsm8k, metric: accuracy, arm: pr_rs_onn, against: main_rs_on, expect: equal}
+          - {id: c, benchmark: gsm8k, metric: accuracy, arm: pr_rs_on, against: main_rs_on, expect: bigger}
+    """))
+    out = subprocess.run([sys.executable, "-m", "specrepro.cli", "plan", f"experiment.claims={claims}"],
+                         capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "claim 'a'.metric: 'accept_lenght' is not a metric a gsm8k benchmark records" in out.stderr
+    assert "claim 'b': arm 'pr_rs_onn' is not an arm of this experiment" in out.stderr
+    assert "claim 'c'.expect: 'bigger' is not one of" in out.stderr

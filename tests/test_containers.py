@@ -27,7 +27,7 @@ import pytest
 
 from conftest import ROOT, RUNTIME_OUTPUT, specrepro, standin_overrides, write_behaviour
 
-pytestmark = pytest.mark.containers
+pytestmark = [pytest.mark.containers, pytest.mark.e2e]
 
 PODMAN = str(ROOT / "tests" / "container" / "bin" / "podman")
 CAMPAIGN_LABEL = "label=org.specrepro.campaign=eagle_topk_greedy"
@@ -88,8 +88,8 @@ def container_env(tmp_path_factory, base_image, fake_devices, standin_assets, ch
     return {"work": work, "env": env, "behaviour": behaviour}
 
 
-def overrides_for(results: Path, assets: Path) -> list:
-    out = standin_overrides(results, assets, arms=("main_rs_on", "pr_rs_on"))
+def overrides_for(results: Path, assets: Path, arms=("main_rs_on", "pr_rs_on")) -> list:
+    out = standin_overrides(results, assets, arms=arms)
     out = [o for o in out if not o.startswith("platform=")]
     return out + ["platform=standin_podman", "model.gpus=2", "gpu_check.enabled=never", "offline=true",
                   "benchmarks.bench_serving.repeats=1"]
@@ -191,7 +191,7 @@ def test_a_crash_leaves_no_container_and_is_in_the_launch_record(campaign, conta
     results = tmp_path / "results"
     env = {**container_env["env"], "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
            "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]), "ROCR_VISIBLE_DEVICES": "2,3"}
-    overrides = overrides_for(results, standin_assets) + ["~experiment.arms.pr_rs_on", "experiment.baseline_arm=main_rs_on"]
+    overrides = overrides_for(results, standin_assets, arms=("main_rs_on",))
     proc = specrepro("run", *overrides, env=env, check=False)
     assert proc.returncode != 0
     log = (results / "logs" / "serve_bench" / "main_rs_on.log").read_text()
@@ -206,7 +206,7 @@ def test_sigterm_leaves_no_container(campaign, container_env, node_stores, stand
     results = tmp_path / "results"
     env = {**os.environ, **container_env["env"], "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
            "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]), "ROCR_VISIBLE_DEVICES": "2,3"}
-    overrides = overrides_for(results, standin_assets) + ["~experiment.arms.pr_rs_on", "experiment.baseline_arm=main_rs_on"]
+    overrides = overrides_for(results, standin_assets, arms=("main_rs_on",))
     proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "run", *overrides], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     server_log = results / "arms" / "main_rs_on" / "server.log"
@@ -254,8 +254,8 @@ def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_asse
            "SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_FAKE_RUNTIME_RECORD": str(record),
            "PATH": f"{ROOT / 'tests' / 'container' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
            "SLURM_JOB_GPUS": "4,5"}
-    overrides = [o for o in overrides_for(results, standin_assets) if not o.startswith("platform=")]
-    overrides += [f"platform=standin_{runtime}", "~experiment.arms.main_rs_on", "experiment.baseline_arm=pr_rs_on"]
+    overrides = [o for o in overrides_for(results, standin_assets, arms=("pr_rs_on",)) if not o.startswith("platform=")]
+    overrides += [f"platform=standin_{runtime}"]
     specrepro("run", *overrides, env=env)
     plan = specrepro("plan", *overrides, env=env).stdout
     from specrepro.launch import substitute

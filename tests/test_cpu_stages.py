@@ -6,8 +6,12 @@ import io
 import json
 import time
 
+import pytest
+
 from specrepro.config import PROJECT_ROOT
 from specrepro.patch_check import ensure_env, env_key, requirements_file
+
+pytestmark = pytest.mark.e2e
 
 
 def checks(verdict, tree):

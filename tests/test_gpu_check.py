@@ -64,6 +64,7 @@ def test_a_failed_patched_gpu_check_refuses_the_arm(tmp_path):
     refuse_failed([control])  # the control is never refused for showing the bug
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("arm,patched", [("pr_rs_on", True), ("main_rs_on", False)])
 def test_the_stage_on_this_cpu_runs_the_eager_half_and_reports_the_graph_half(cpu_campaign, check_python, tmp_path,
                                                                               arm, patched):

@@ -19,6 +19,8 @@ from test_e2e_standin import campaign  # noqa: F401  (the module-scoped stand-in
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def mlflow_ui(campaign):  # noqa: F811

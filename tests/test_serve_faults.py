@@ -30,8 +30,8 @@ def arm_cfg(tmp_path, monkeypatch):
 
     def make(repeats=1, questions=8, **faults):
         write_behaviour(behaviour, tmp_path, **faults)
-        overrides = standin_overrides(tmp_path / "results", tmp_path, arms=("main_rs_on",))
-        overrides += ["experiment.arms.main_rs_on.benchmarks=[gsm8k]", f"benchmarks.gsm8k.repeats={repeats}",
+        overrides = standin_overrides(tmp_path / "results", tmp_path, arms=("main_rs_on",), benchmarks=("gsm8k",))
+        overrides += [f"benchmarks.gsm8k.repeats={repeats}",
                       f"benchmarks.gsm8k.gsm8k.num_questions={questions}", "benchmarks.gsm8k.gsm8k.parallel=2",
                       "serve.ready_timeout_s=20", "serve.request_timeout_s=3", "serve.log_settle_s=0.1"]
         cfg = compose(overrides)
@@ -153,8 +153,8 @@ def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     (tmp_path / "tokenizer").mkdir()
     env = {**os.environ, "SPECREPRO_TEST_PYTHON": sys.executable, "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
     results = tmp_path / "results"
-    overrides = standin_overrides(results, tmp_path, arms=("main_rs_on",)) + [
-        "experiment.arms.main_rs_on.benchmarks=[gsm8k]", "benchmarks.gsm8k.gsm8k.num_questions=200"]
+    overrides = standin_overrides(results, tmp_path, arms=("main_rs_on",), benchmarks=("gsm8k",)) + [
+        "benchmarks.gsm8k.gsm8k.num_questions=200"]
     target = str(results / "arms" / "main_rs_on" / "arm.json")
     proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "run", *overrides, "--", target],
                             cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

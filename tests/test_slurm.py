@@ -40,10 +40,11 @@ def slurm_campaign(slurm, tmp_path_factory, standin_assets, check_python):
     results = tmp_path_factory.mktemp("slurm_campaign")
     behaviour = write_behaviour(results.parent / "slurm_behaviour.json", standin_assets)
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
-    overrides = standin_overrides(results, standin_assets, arms=("main_rs_on", "pr_rs_on"))
-    overrides += [f"experiment.arms.{a}.benchmarks=[gsm8k]" for a in ("main_rs_on", "pr_rs_on")]
+    overrides = standin_overrides(results, standin_assets, arms=("main_rs_on", "pr_rs_on"), benchmarks=("gsm8k",))
     first_job = _last_job_id() + 1
+    # The plugin's own polling settings: first status check after 2 s (default 40), backing off from there.
     specrepro("run", *overrides, "--profile", "slurm", "--", "--slurm-status-command", "squeue",
+              "--slurm-init-seconds-before-status-checks", "2",
               "--set-resources", "serve_bench:cpus_per_task=1", "serve_bench:mem_mb=2000", env=env, timeout=3000)
     jobs = subprocess.run(["squeue", "--states=all", "--format=%i %j %T %b %R", "--noheader"],
                           capture_output=True, text=True).stdout
@@ -77,8 +78,7 @@ def test_results_equal_a_local_run(slurm_campaign, tmp_path, standin_assets, che
     local = tmp_path / "local"
     behaviour = write_behaviour(tmp_path / "behaviour.json", standin_assets)
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
-    overrides = standin_overrides(local, standin_assets, arms=("main_rs_on", "pr_rs_on"))
-    overrides += [f"experiment.arms.{a}.benchmarks=[gsm8k]" for a in ("main_rs_on", "pr_rs_on")]
+    overrides = standin_overrides(local, standin_assets, arms=("main_rs_on", "pr_rs_on"), benchmarks=("gsm8k",))
     specrepro("run", *overrides, env=env, timeout=3000)
 
     def deterministic(results):

@@ -11,14 +11,17 @@ from specrepro.serve import free_port
 
 SENTINELS = {"HF_TOKEN": "sentinel-hf-7f3a9c", "MLFLOW_TRACKING_PASSWORD": "sentinel-pw-51be02"}
 
+pytestmark = pytest.mark.e2e
+
 
 def small_campaign(tmp_path, **behaviour):
     assets = tmp_path  # no bench_serving here: GSM8K only
+    (tmp_path / "tokenizer").mkdir(exist_ok=True)  # the model folder the server is given
     beh = write_behaviour(tmp_path / "behaviour.json", assets, **behaviour)
     env = {"SPECREPRO_TEST_PYTHON": sys.executable, "SPECREPRO_STANDIN_BEHAVIOUR": str(beh)}
     results = tmp_path / "results"
-    overrides = standin_overrides(results, assets, arms=("main_rs_on",)) + [
-        "experiment.arms.main_rs_on.benchmarks=[gsm8k]", "benchmarks.gsm8k.gsm8k.num_questions=8"]
+    overrides = standin_overrides(results, assets, arms=("main_rs_on",), benchmarks=("gsm8k",)) + [
+        "benchmarks.gsm8k.gsm8k.num_questions=8"]
     return results, overrides, env
 
 

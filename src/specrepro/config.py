@@ -65,8 +65,9 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
         raise ConfigError([_hydra_message(exc)]) from exc
     finally:
         GlobalHydra.instance().clear()
-    validate(resolved)
-    return resolved
+    # The one validation path of plan, run and the Snakefile: the schema (unknown
+    # keys such as +foo=1, types), then the checks a schema cannot express.
+    return check_resolved(resolved, "overrides")
 
 
 def _hydra_message(exc: Exception) -> str:
@@ -130,6 +131,11 @@ def validate(cfg: Dict[str, Any]) -> None:
     benchmarks = cfg.get("benchmarks") or {}
     arms = exp.get("arms") or {}
 
+    for key in ("results_dir", "cache_dir"):
+        value = str(cfg.get(key) or "").strip()
+        if not value or Path(value).resolve() in (Path("/"), Path(cfg["project_root"]).resolve(), Path.home()):
+            problems.append(f"{key}: {value!r} is empty or a root folder (the filesystem's, the project's or the "
+                            f"home folder); give a folder of its own")
     if not SAFE_NAME.match(str(exp["name"])):
         problems.append(f"experiment.name: {exp['name']!r} must be a plain name (letters, digits, _ . -)")
     if exp["repeats"] < 1:
@@ -140,6 +146,8 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"experiment.baseline_arm: {exp['baseline_arm']!r} is not an arm (arms: {', '.join(arms)})")
     if exp.get("claims") and not (CONF_DIR / exp["claims"]).is_file() and not Path(exp["claims"]).is_file():
         problems.append(f"experiment.claims: file {exp['claims']!r} not found under {CONF_DIR}")
+    elif exp.get("claims"):
+        problems.extend(_claims_problems(cfg))
 
     for name, series in (exp.get("patch_series") or {}).items():
         for i, entry in enumerate(series):
@@ -234,6 +242,28 @@ def validate(cfg: Dict[str, Any]) -> None:
     problems.extend(_flag_problems(cfg))
     if problems:
         raise ConfigError(problems)
+
+
+def _claims_problems(cfg: Dict[str, Any]) -> List[str]:
+    """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside)."""
+    from specrepro.analysis.claims import ClaimsError, claim_problems, load_claims
+
+    exp = cfg["experiment"]
+    path = Path(exp["claims"]) if Path(exp["claims"]).is_absolute() else CONF_DIR / exp["claims"]
+    try:
+        claims = load_claims(path)
+    except ClaimsError as exc:
+        return [f"experiment.claims: {exc}"]
+    skip = set(exp.get("skip_claims") or [])
+    ids = {c.get("id") for c in claims if isinstance(c, dict)}
+    problems = [f"experiment.skip_claims: {sorted(skip - ids)} are not claims of {path}"] if skip - ids else []
+    kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
+    arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
+    judged = [c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)]
+    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks)
+    if found:
+        found[-1] += " (a claim this campaign cannot judge: list its id in experiment.skip_claims)"
+    return problems + found
 
 
 def _flag_problems(cfg: Dict[str, Any]) -> List[str]:

@@ -153,10 +153,14 @@ class CampaignTracker:
             metrics=metrics,
             tags={"stage": "patch_check", "executed_on": "cpu", "gpu_note": verdict["gpu_note"]},
         )
-        self.artifact(run, verdict_path, "patch_check")
+        return self._close_check(run, verdict_path, verdict, "patch_check")
+
+    def _close_check(self, run: str, verdict_path: Path, verdict: Dict[str, Any], stage: str) -> str:
+        """A check's verdict and its markdown as artifacts; the run ends FAILED when the check failed."""
+        self.artifact(run, verdict_path, stage)
         md = Path(verdict_path).with_suffix(".md")
         if md.is_file():
-            self.artifact(run, md, "patch_check")
+            self.artifact(run, md, stage)
         self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
         return run
 
@@ -175,12 +179,7 @@ class CampaignTracker:
         self.log(run, params={"arm": arm, "role": verdict["role"]}, metrics=metrics,
                  tags={"stage": "gpu_check", "executed_on": verdict["device"], "gpu_name": verdict.get("gpu_name") or "none",
                        "graph_executed": str(verdict["graph_executed"])})
-        self.artifact(run, verdict_path, "gpu_check")
-        md = Path(verdict_path).with_suffix(".md")
-        if md.is_file():
-            self.artifact(run, md, "gpu_check")
-        self.finish(run, "FINISHED" if verdict["passed"] else "FAILED")
-        return run
+        return self._close_check(run, verdict_path, verdict, "gpu_check")
 
     def log_results(self, results_dir: Path) -> Dict[str, str]:
         """Arms and (arm, benchmark, repeat) runs from the results folder."""
