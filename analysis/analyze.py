@@ -118,6 +118,34 @@ def tpot_bimodality(requests: Optional[pd.DataFrame]) -> List[Dict[str, Any]]:
     return out
 
 
+# An arm whose accept length rose while its per-token latency got much worse
+# is more likely a slow fallback path than a win (sglang PR 29373: a HIP JIT
+# fallback took accept length 3.70 -> 4.58 and inter-token latency 9.8 -> 963 ms).
+ACCEPT_UP = 0.02
+TPOT_MUCH_WORSE = 0.5
+
+
+def accept_up_tpot_worse(runs: pd.DataFrame, baseline: str) -> List[Dict[str, Any]]:
+    flags = []
+    means = runs.groupby(["benchmark", "metric", "arm"])["value"].mean()
+    for bench in runs["benchmark"].unique():
+        try:
+            al, tpot = means.loc[(bench, "accept_length")], means.loc[(bench, "mean_tpot_ms")]
+        except KeyError:
+            continue
+        if baseline not in al or baseline not in tpot:
+            continue
+        for arm in al.index:
+            if arm == baseline or arm not in tpot:
+                continue
+            d_al, d_tpot = al[arm] / al[baseline] - 1, tpot[arm] / tpot[baseline] - 1
+            if d_al > ACCEPT_UP and d_tpot > TPOT_MUCH_WORSE:
+                flags.append({"arm": arm, "benchmark": bench, "accept_length_change": d_al, "tpot_change": d_tpot,
+                              "text": f"{arm} ({bench}): accept length {d_al:+.1%} but mean TPOT {d_tpot:+.0%} against "
+                                      f"{baseline}: a slow fallback path is more likely than a win (cf. sglang PR 29373)"})
+    return flags
+
+
 def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict) -> Dict[str, Any]:
     bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
     g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
@@ -187,5 +215,6 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
         "deltas": deltas(runs, baseline, floors),
         "gsm8k": gsm8k_tests(requests, runs),
         "tpot_bimodality": tpot_bimodality(requests),
+        "flags": accept_up_tpot_worse(runs, baseline),
         "claims": [judge_claim(c, runs, floors) for c in (claims or [])],
     }

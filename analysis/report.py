@@ -57,10 +57,17 @@ SEED_TABLES = [
 ]
 
 
+def reference_applies(cfg: Dict[str, Any]) -> bool:
+    """The published figures sit beside results of the platform and model they were measured on only."""
+    exp = cfg["experiment"]
+    return ((exp.get("reference_platform") in (None, cfg["platform"]["name"]))
+            and (exp.get("reference_model") in (None, cfg["model"]["name"])))
+
+
 def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
     """The seed's two tables in its shape: every cell mean ± 95% CI, the seed's figure beside it."""
     summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
-    ref = cfg["experiment"].get("reference") or {}
+    ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
     lines: List[str] = []
     for title, bench, columns in SEED_TABLES:
         header = ["arm"] + [h for h, _, _, seed in columns for h in ((h, "seed") if seed else (h,))]
@@ -74,6 +81,11 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
                     cells.append(_fmt(published.get(metric), digits))
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    if not reference_applies(cfg) and cfg["experiment"].get("reference"):
+        exp = cfg["experiment"]
+        lines.append(f"The published figures were measured with {exp.get('reference_model')} on "
+                     f"{exp.get('reference_platform')}; they are not shown beside {cfg['model']['name']} on "
+                     f"{cfg['platform']['name']}.")
     return "\n".join(lines).rstrip()
 
 
@@ -173,6 +185,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     ]
     if warnings:
         parts += ["", "### TPOT distribution", ""] + [f"- {w}" for w in warnings]
+    if analysis["flags"]:
+        parts += ["", "### Flags", ""] + [f"- **{f['text']}**" for f in analysis["flags"]]
     for v in verdicts:
         md = Path(v).with_suffix(".md")
         if md.is_file():

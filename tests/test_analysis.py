@@ -150,3 +150,16 @@ def test_seed_tables_have_the_seeds_shape():
     assert "| arm | accept len | seed | accuracy | seed | invalid | seed |" in text
     assert "| pr_rs_on | 3.882 (n=1) | 3.882 | 0.940 (n=1) | 0.940 | 0.000 (n=1) | 0.000 |" in text
     assert "| main_rs_on | 3.29 (n=1) | 3.29 | not run | 285.7 (n=1) | 285.7 |" in text
+
+
+def test_accept_length_up_with_much_worse_tpot_is_flagged():
+    from specrepro.analysis.analyze import analyze
+
+    rows = []
+    for arm, al, tpot in (("base", 3.70, 9.8), ("jit_fallback", 4.58, 963.0), ("fine", 3.9, 9.6)):
+        for r in (1, 2, 3):
+            rows += [{"arm": arm, "benchmark": "bench_serving", "repeat": r, "metric": "accept_length", "value": al},
+                     {"arm": arm, "benchmark": "bench_serving", "repeat": r, "metric": "mean_tpot_ms", "value": tpot}]
+    flags = analyze(pd.DataFrame(rows), baseline="base")["flags"]
+    assert [f["arm"] for f in flags] == ["jit_fallback"]
+    assert "accept length +23.8% but mean TPOT +9727%" in flags[0]["text"]

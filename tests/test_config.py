@@ -16,7 +16,9 @@ GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("mo
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in ("model", "platform", "sglang", "experiment") for o in GROUPS[g]])
 def test_every_option_composes(group, option):
-    cfg = compose([f"{group}={option}"])
+    # a platform composes with a model whose checkpoint runs there
+    extra = ["model=glm52_fp8"] if (group, option) == ("platform", "h200") else []
+    cfg = compose([f"{group}={option}", *extra])
     # the option chosen is the option composed (file names and the names inside them agree)
     composed = {"model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
                 "sglang": "v" + cfg["sglang"]["version"].replace(".", "_"), "experiment": cfg["experiment"]["name"]}
@@ -203,3 +205,21 @@ def test_claims_file_is_checked_against_the_experiment_before_any_job(tmp_path):
     assert "claim 'a'.metric: 'accept_lenght' is not a metric a gsm8k benchmark records" in out.stderr
     assert "claim 'b': arm 'pr_rs_onn' is not an arm of this experiment" in out.stderr
     assert "claim 'c'.expect: 'bigger' is not one of" in out.stderr
+
+
+def test_platform_refuses_a_model_that_does_not_run_there():
+    with pytest.raises(ConfigError) as info:
+        compose(["platform=h200"])
+    message = str(info.value)
+    assert "conf/model/glm52_mxfp4.yaml" in message and "conf/platform/h200.yaml" in message
+    plan = Campaign(compose(["platform=h200", "model=glm52_fp8"])).describe_plan()
+    assert "--tp-size 8" in _server_line(plan, "pr_rs_on") and "--gpus" in _server_line(plan, "pr_rs_on")
+
+
+def test_plan_warns_of_the_amd_eagle_all_reduce_hazard():
+    warnings = Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16"])).warnings()
+    assert any("--disable-custom-all-reduce" in w and "gsm8k" in w for w in warnings)
+    assert not Campaign(compose()).warnings()  # the seed's concurrency 8 is below the hazard
+    safe = compose(["benchmarks.gsm8k.gsm8k.parallel=16", "+model.server_args.disable_custom_all_reduce=true"])
+    assert not Campaign(safe).warnings()
+    assert not Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16", "platform=h200", "model=glm52_fp8"])).warnings()

@@ -93,13 +93,15 @@ def test_results_equal_a_local_run(slurm_campaign, tmp_path, standin_assets, che
     assert claims(slurm_campaign["results"]) == claims(local)
 
 
-@pytest.mark.parametrize("profile,platform", [("rocm", "mi355x"), ("cuda", "h200")])
-def test_platform_profile_as_typed_selects_its_platform(tmp_path, profile, platform):
+@pytest.mark.parametrize("profile,platform,model,gpus", [("rocm", "mi355x", "glm52_mxfp4", 4),
+                                                          ("cuda", "h200", "glm52_fp8", 8)])
+def test_platform_profile_as_typed_selects_its_platform(tmp_path, profile, platform, model, gpus):
     """`snakemake --profile rocm -n` from the project root, as the user types it (make installs the profiles)."""
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
-    out = subprocess.run(["snakemake", "--profile", profile, "-n", "--config", f"overrides=[results_dir={tmp_path}]"],
+    out = subprocess.run(["snakemake", "--profile", profile, "-n", "--config",
+                          f"overrides=[results_dir={tmp_path},model={model}]"],
                          cwd=ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr
-    assert f"on platform {platform} (gpu=4, slurm_extra=--exclusive): docker run" in text
+    assert f"on platform {platform} (gpu={gpus}, slurm_extra=--exclusive): docker run" in text
     assert f"Using profiles {profile} and workflow specific profile profiles/default" in text

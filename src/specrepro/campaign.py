@@ -227,6 +227,23 @@ class Campaign:
                 "baseline_arm": self.experiment["baseline_arm"],
                 "skip_claims": self.experiment.get("skip_claims") or []}
 
+    def warnings(self) -> List[str]:
+        """Known hazards of this campaign's setup, as data; `plan` prints them."""
+        out = []
+        args = self.cfg["model"]["server_args"]
+        if self.cfg["platform"]["accelerator"] == "rocm" and str(args.get("speculative_algorithm", "")).startswith("EAGLE"):
+            for arm in self.arms:
+                if self.server_args(arm).get("disable_custom_all_reduce"):
+                    continue
+                for b in self.arm(arm)["benchmarks"]:
+                    bench = self.benchmark(b)
+                    conc = bench["gsm8k"]["parallel"] if bench["kind"] == "gsm8k" else bench["serving"]["max_concurrency"]
+                    if conc >= 16:
+                        out.append(f"arm {arm}, benchmark {b}: EAGLE on ROCm at client concurrency {conc} can deadlock "
+                                   f"in aiter's custom all-reduce (sglang issue 29313); add "
+                                   f"--disable-custom-all-reduce (model.server_args.disable_custom_all_reduce=true)")
+        return out
+
     def planned_server_command(self, arm: str) -> str:
         from specrepro.launch import Launcher, planned_context
 

@@ -37,6 +37,8 @@ def cmd_plan(args) -> int:
     cfg = compose(args.overrides)
     campaign = Campaign(cfg)
     print(campaign.describe_plan())
+    for warning in campaign.warnings():
+        print(f"WARNING: {warning}", file=sys.stderr)
     if not args.snakemake:
         target = args.targets[0] if args.targets else "all"
         print(f"\n# DAG jobs for `{target}` on an empty results folder "

@@ -221,6 +221,11 @@ def validate(cfg: Dict[str, Any]) -> None:
         )
     if cfg["model"]["gpus"] < 0:
         problems.append("model.gpus: must be >= 0")
+    if plat["accelerator"] != "none" and plat["accelerator"] not in (cfg["model"].get("accelerators") or []):
+        problems.append(
+            f"model.accelerators: model {cfg['model']['name']} (conf/model/{cfg['model']['name']}.yaml) runs on "
+            f"{cfg['model']['accelerators']}, platform {plat['name']} (conf/platform/{plat['name']}.yaml) is "
+            f"{plat['accelerator']}: choose a model for that platform (e.g. model=glm52_fp8 on NVIDIA)")
 
     for key in plat.get("server_env") or {}:
         if SECRET_NAME.search(key):

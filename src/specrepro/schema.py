@@ -23,6 +23,8 @@ class ModelConfig:
     server_args: Dict[str, Any] = field(default_factory=dict)
     # Accelerators one server of this model needs (placement and GPU requests).
     gpus: int = MISSING
+    # Where this checkpoint runs (rocm, cuda): a platform of another kind is refused.
+    accelerators: List[str] = field(default_factory=lambda: ["rocm", "cuda"])
     # What an offline cluster must provide for this model (docs only).
     notes: str = ""
 
@@ -173,6 +175,9 @@ class ExperimentConfig:
     patch_series: Dict[str, List[PatchEntry]] = field(default_factory=dict)
     # Published figures: arm -> benchmark -> metric -> value.
     reference: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
+    # Where the published figures were measured: shown beside results of this platform and model only.
+    reference_platform: Optional[str] = None
+    reference_model: Optional[str] = None
     # Published repeats on one unchanged server: benchmark -> metric -> values.
     reference_repeats: Dict[str, Dict[str, List[float]]] = field(default_factory=dict)
     # Claims file (conf-relative path) judged by the report.
