@@ -277,3 +277,20 @@ def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_asse
     else:
         assert "--rocm" in planned and "--cleanenv" in planned
         assert "ROCR_VISIBLE_DEVICES=4,5" in start["argv_list"]
+
+
+def test_preflight_removes_a_stale_labelled_container_and_checks_inside_the_image(campaign, container_env, node_stores):
+    """A container a killed job left behind holds the GPUs: the next measuring job's preflight removes it."""
+    base = json.loads((campaign["results"] / "image" / "base.json").read_text())
+    podman(node_stores["B"], "run", "-d", "--name", "specrepro-stale-left-by-a-killed-job", "--label",
+           "org.specrepro.campaign=an_older_campaign", base["image_id"], "sleep", "600")
+    assert podman(node_stores["B"], "ps", "--quiet", "--filter", "label=org.specrepro.campaign").stdout.strip()
+    env = {**container_env["env"], "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"]), "ROCR_VISIBLE_DEVICES": "2,3"}
+    proc = specrepro("preflight", *campaign["overrides"], "--arm", "pr_rs_on", env=env)
+    out = proc.stdout
+    assert "removing stale container specrepro-stale-left-by-a-killed-job" in out
+    assert "preflight ok   image_sglang_version: sglang 0.5.20 at /sgl-workspace/sglang/python/sglang" in out
+    assert "preflight ok   image_patch_record: patched arm: the image's /specrepro/applied.json lists 1 patch(es)" in out
+    assert "preflight ok   server_flags_in_image" in out and "arm pr_rs_on: preflight passed" in out
+    show(node_stores["B"], "GPU node after the preflight")
+    assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", "label=org.specrepro.campaign").stdout.strip() == ""

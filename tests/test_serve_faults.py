@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 from conftest import ROOT, standin_processes, standin_overrides, write_behaviour
 from specrepro.config import compose
 from specrepro.serve import ServeError, serve_arm
+from specrepro.sources import cached_release_tree
 
 
 @pytest.fixture
@@ -36,7 +38,9 @@ def arm_cfg(tmp_path, monkeypatch):
                       "serve.ready_timeout_s=20", "serve.request_timeout_s=3", "serve.log_settle_s=0.1"]
         cfg = compose(overrides)
         image = tmp_path / "image.json"
-        image.write_text(json.dumps({"kind": "tree", "python": sys.executable, "pythonpath": ""}))
+        # the pinned release's real tree: the preflight reads its version and flags
+        tree = cached_release_tree("0.5.20", ROOT / ".cache", io.StringIO())
+        image.write_text(json.dumps({"kind": "tree", "python": sys.executable, "pythonpath": str(tree)}))
         return cfg, image
 
     return make

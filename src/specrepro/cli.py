@@ -120,6 +120,33 @@ def cmd_run(args) -> int:
     return rc
 
 
+def cmd_preflight(args) -> int:
+    """The measuring job's preflight, by hand, for each arm whose image the image stage resolved."""
+    from specrepro.image import ensure_image
+    from specrepro.launch import LaunchError, granted_gpus
+    from specrepro.preflight import PreflightError, run_preflight
+
+    cfg = compose(args.overrides)
+    arms = args.arms or list(cfg["experiment"]["arms"])
+    failed = 0
+    for arm in arms:
+        record = Path(cfg["results_dir"]) / "image" / f"{arm}.json"
+        if not record.is_file():
+            print(f"specrepro preflight: {record} not found: run the image stage first "
+                  f"(specrepro run ... -- --until image)", file=sys.stderr)
+            return 2
+        image = json.loads(record.read_text())
+        try:
+            gpus, _ = granted_gpus(cfg)
+            ensure_image(cfg, image, sys.stdout)
+            run_preflight(cfg, arm, image, gpus, sys.stdout)
+            print(f"arm {arm}: preflight passed")
+        except (PreflightError, LaunchError) as exc:
+            print(f"specrepro preflight: {exc}", file=sys.stderr)
+            failed += 1
+    return 2 if failed else 0
+
+
 def cmd_flags_table(args) -> int:
     from specrepro.sglang_flags import TABLE_DIR, table_from_source
 
@@ -270,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, help="profile name under profiles/ or a path")
     p.add_argument("--cpu-only", action="store_true", help=f"run only the stages a CPU runs ({CPU_TARGET})")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("preflight", help="the measuring jobs' checks before a server starts, by hand")
+    p.add_argument("overrides", nargs="*")
+    p.add_argument("--arm", dest="arms", action="append", default=[], help="arm(s) to check (default: all)")
+    p.set_defaults(func=cmd_preflight)
 
     p = sub.add_parser("flags-table", help="regenerate the server-flag table from an sglang source tree")
     p.add_argument("sglang_pkg", help="path to the `sglang` package directory")

@@ -189,7 +189,13 @@ def validate(cfg: Dict[str, Any]) -> None:
                 problems.append(f"{key}.gsm8k.temperature: must be >= 0")
             if not re.fullmatch(r"[0-9a-f]{64}", settings["test_data"]["sha256"]):
                 problems.append(f"{key}.gsm8k.test_data.sha256: must be 64 hex digits")
+            if cfg.get("offline") and not Path(settings["test_data"]["path"]).is_file():
+                problems.append(f"{key}.gsm8k.test_data.path: offline=true, but {settings['test_data']['path']} is "
+                                f"not there (the canonical download is off)")
         else:
+            if cfg.get("offline") and settings["dataset_name"] in ("random", "sharegpt") and not settings.get("dataset_path"):
+                problems.append(f"{key}.serving.dataset_path: offline=true, but sglang's {settings['dataset_name']} "
+                                f"dataset downloads ShareGPT from the model hub without it; give a local ShareGPT JSON")
             if not 0.0 <= settings["range_ratio"] <= 1.0:
                 problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
 

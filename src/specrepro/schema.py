@@ -213,6 +213,16 @@ class ServeConfig:
 
 
 @dataclass
+class PreflightConfig:
+    # Remove specrepro containers left on the node (by label) before the server starts.
+    remove_stale_containers: bool = True
+    # The granted GPUs count as idle below this fraction of their memory in use ...
+    gpu_idle_max_used_fraction: float = 0.1
+    # ... and are waited for this long (memory reclaim after a killed job takes minutes).
+    gpu_idle_timeout_s: float = 900.0
+
+
+@dataclass
 class GpuCheckConfig:
     # auto: on every arm of a platform with an accelerator; always (also on a
     # CPU: the eager half runs, the graph half says "needs a GPU"); never.
@@ -239,6 +249,7 @@ class SpecreproConfig:
     benchmarks: Dict[str, BenchmarkConfig] = field(default_factory=dict)
     serve: ServeConfig = field(default_factory=ServeConfig)
     gpu_check: GpuCheckConfig = field(default_factory=GpuCheckConfig)
+    preflight: PreflightConfig = field(default_factory=PreflightConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     results_dir: str = MISSING
     cache_dir: str = MISSING

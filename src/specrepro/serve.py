@@ -378,8 +378,12 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     with signals_raise():
         print(f"arm {arm}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
         if pending:
+            from specrepro.preflight import run_preflight
+
             gpus, gpu_source = granted_gpus(cfg)
             ensure_image(cfg, image, log)
+            # Before the model loads: minutes here, not GPU-hours after it.
+            preflight = run_preflight(cfg, arm, image, gpus, log, record=arm_dir / "preflight.json")
             ctx = LaunchContext(port=serve["port"] or free_port(serve["host"]), launch_id=uuid.uuid4().hex[:12],
                                 image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
                                 user=caller_user(cfg))
@@ -389,6 +393,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                      "image_id": image_id, "user": ctx.user, "placement": serve["placement"],
                      "argv": redact(shlex.join(server.argv)), "argv_list": [redact(a) for a in server.argv],
                      "substitutions": ctx.substitutions(campaign, arm), "started": time.time(),
+                     "preflight_seconds": preflight["seconds"],
                      "runs": [r.stem for r in pending]}
             launches.append(event)
             status, error = "failed", None

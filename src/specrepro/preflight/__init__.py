@@ -1,0 +1,242 @@
+"""Preflight: every mistake that would otherwise surface after the model loaded, caught in seconds.
+
+Runs in each measuring job before its server starts (and by hand:
+`specrepro preflight`).  Each check says what it found and what to set:
+
+- stale specrepro containers on this node (by label) are removed: a killed
+  job's container keeps its GPUs (exclusive placement: every specrepro
+  container; packed: this arm's only);
+- the granted GPUs are idle (memory in use under `preflight.gpu_idle_max_used_fraction`),
+  waiting up to `preflight.gpu_idle_timeout_s` (GPU memory reclaim after a
+  killed job takes minutes, and a half-drained node fails collective init);
+- inside the image the arm runs: its sglang version is the pin; its patch
+  record matches the arm (a patched arm's image carries exactly the series'
+  patches, an unpatched arm's none); every server flag of the arm is declared
+  by the image's own sglang source; the model folder and every data file a
+  client reads there are readable;
+- on the host: the data files the host-side clients read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Any, Dict, List, Optional
+
+PROBE = Path(__file__).parent / "probe_image.py"
+PROBE_DIR_INSIDE = "/opt/specrepro-preflight"
+
+
+class PreflightError(RuntimeError):
+    """Preflight failures; the message lists every one with what to set."""
+
+
+def _check(name: str, ok: bool, detail: str, started: float) -> Dict[str, Any]:
+    return {"check": name, "ok": bool(ok), "detail": detail, "seconds": round(time.monotonic() - started, 2)}
+
+
+def remove_stale_containers(cfg: Dict[str, Any], arm: str, log: IO) -> Dict[str, Any]:
+    from specrepro.launch import LABEL_PREFIX, Launcher
+    from specrepro.campaign import Campaign
+
+    started = time.monotonic()
+    launcher = Launcher(Campaign(cfg), arm)
+    if launcher.runtime not in ("docker", "podman"):
+        return _check("stale_containers", True, f"{launcher.runtime}: no long-lived containers to look for", started)
+    rt = launcher.runtime_command()
+    label = (f"label={LABEL_PREFIX}.campaign" if cfg["serve"]["placement"] == "exclusive"
+             else f"label={LABEL_PREFIX}.arm={arm}")
+    found = subprocess.run([*rt, "ps", "--all", "--filter", label, "--format", "{{.Names}}"],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        return _check("stale_containers", False, f"`{' '.join(rt)} ps` failed: {found.stderr.strip()[:300]}", started)
+    names = found.stdout.split()
+    for name in names:
+        print(f"preflight: removing stale container {name}", file=log, flush=True)
+        subprocess.run([*rt, "rm", "--force", name], capture_output=True)
+    left = subprocess.run([*rt, "ps", "--all", "--filter", label, "--format", "{{.Names}}"],
+                          capture_output=True, text=True).stdout.split()
+    return _check("stale_containers", not left,
+                  f"removed {len(names)} stale specrepro container(s) {names}" if names and not left
+                  else f"still present after removal: {left}" if left else "none on this node", started)
+
+
+def gpu_memory_used_fraction(gpus: List[int]) -> Optional[Dict[int, float]]:
+    """Memory in use per node GPU from the host's vendor tool; None where no tool answers."""
+    if shutil.which("nvidia-smi"):
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=60)
+        if out.returncode == 0:
+            used = {}
+            for line in out.stdout.strip().splitlines():
+                idx, mem_used, mem_total = (x.strip() for x in line.split(","))
+                used[int(idx)] = float(mem_used) / float(mem_total)
+            return {g: used[g] for g in gpus if g in used}
+    if shutil.which("amd-smi"):
+        from specrepro.gpu_facts import amd_smi_memory_fractions
+
+        out = subprocess.run(["amd-smi", "metric", "--mem-usage", "--json"], capture_output=True, text=True, timeout=60)
+        if out.returncode == 0:
+            used = amd_smi_memory_fractions(out.stdout)
+            return {g: used[g] for g in gpus if g in used}
+    return None
+
+
+def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO) -> Dict[str, Any]:
+    started = time.monotonic()
+    if not gpus:
+        return _check("gpus_idle", True, "no GPUs granted (no accelerator)", started)
+    pf = cfg["preflight"]
+    limit = pf["gpu_idle_max_used_fraction"]
+    last = None
+    while True:
+        used = gpu_memory_used_fraction(gpus)
+        if used is None:
+            return _check("gpus_idle", True, "not checked: neither nvidia-smi nor amd-smi answers on this host", started)
+        last = used
+        busy = {g: f for g, f in used.items() if f > limit}
+        if not busy:
+            return _check("gpus_idle", True, f"GPUs {gpus}: memory in use {used} (limit {limit:.0%})", started)
+        if time.monotonic() - started > pf["gpu_idle_timeout_s"]:
+            return _check("gpus_idle", False,
+                          f"GPUs {sorted(busy)} still hold {busy} of their memory after "
+                          f"preflight.gpu_idle_timeout_s={pf['gpu_idle_timeout_s']} s (limit {limit:.0%}): another "
+                          f"job's process or a stale container holds them", started)
+        print(f"preflight: waiting for GPUs {sorted(busy)} to drain ({last})", file=log, flush=True)
+        time.sleep(min(15.0, max(1.0, pf["gpu_idle_timeout_s"] / 20)))
+
+
+def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: List[str], log: IO) -> Dict[str, Any]:
+    """Run probe_image.py where the server will run (inside its image, with its mounts)."""
+    from specrepro.campaign import Campaign
+    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+
+    campaign = Campaign(cfg)
+    launcher = Launcher(campaign, arm)
+    if launcher.runtime == "none":
+        root = str(Path(image["pythonpath"]))
+        argv = [sys.executable, str(PROBE), root, json.dumps(paths)]
+    else:
+        ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
+                            gpus=[], user=caller_user(cfg))
+        inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths)]
+        argv = launcher.wrap(ctx, inner, server=True, extra_mounts=[Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True)],
+                             name_suffix="-preflight")
+    proc = subprocess.run(argv, capture_output=True, text=True, env=launcher.process_env(
+        LaunchContext(port=0, launch_id="preflight")), timeout=600)
+    if proc.returncode != 0:
+        raise PreflightError(f"arm {arm}: the preflight probe could not run in the image ({proc.returncode}): "
+                             f"{proc.stderr.strip()[-1500:]}")
+    return json.loads(proc.stdout)
+
+
+def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Dict[str, Any]) -> List[Dict[str, Any]]:
+    from specrepro.campaign import Campaign
+    from specrepro.sglang_flags import table_from_source
+
+    started = time.monotonic()
+    campaign = Campaign(cfg)
+    checks = []
+    pin = cfg["sglang"]["version"]
+    checks.append(_check("image_sglang_version", probe["version"] == pin,
+                         f"the image's sglang ({probe.get('package_dir')}) is {probe['version']}, the campaign pins {pin}"
+                         if probe["version"] != pin else f"sglang {pin} at {probe.get('package_dir')}", started))
+    series = campaign.series_of(arm)
+    applied = probe.get("applied")
+    if image.get("kind") == "tree":
+        checks.append(_check("image_patch_record", True, "local tree from the patch stage (its manifest is the record)",
+                             started))
+    elif series:
+        got = [p["sha256"] for p in (applied or {}).get("patches", [])]
+        want = image.get("patch_sha256") or []
+        checks.append(_check("image_patch_record", applied is not None and got == want,
+                             f"patched arm: the image's /specrepro/applied.json lists {len(got)} patch(es), the series "
+                             f"{series} has {len(want)}" + ("" if got == want else " (they differ)"), started))
+    else:
+        checks.append(_check("image_patch_record", applied is None,
+                             "unpatched arm: the image carries no patch record" if applied is None
+                             else f"unpatched arm, but the image carries patches "
+                                  f"{[p['patch'] for p in applied.get('patches', [])]}: wrong image", started))
+    with tempfile.TemporaryDirectory() as tmp:
+        pkg = Path(tmp) / "sglang"
+        for name, text in probe.get("flag_sources", {}).items():
+            (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+            (pkg / name).write_text(text)
+        try:
+            table = table_from_source(pkg, probe["version"] or "?")
+            known = {n for f in table.flags.values() for n in (f.name, *f.aliases)}
+            flags = [t for t in campaign.server_flags(arm, cfg["serve"]["host"], 0) if t.startswith("--")]
+            missing = [f for f in flags if f not in known]
+            checks.append(_check("server_flags_in_image", not missing,
+                                 f"every flag of the arm is declared by the image's sglang ({len(table.flags)} flags)"
+                                 if not missing else f"the image's sglang does not declare {missing}", started))
+        except FileNotFoundError as exc:
+            checks.append(_check("server_flags_in_image", False, f"no flag sources in the image: {exc}", started))
+    unreadable = [p for p, ok in probe.get("readable", {}).items() if not ok]
+    checks.append(_check("paths_readable_in_image", not unreadable,
+                         f"readable where the server and its clients read them: {sorted(probe.get('readable', {}))}"
+                         if not unreadable else f"not readable inside the container: {unreadable} (check "
+                                                f"model.server_args paths, benchmarks.*.serving.dataset_path, mounts)",
+                         started))
+    return checks
+
+
+def host_checks(cfg: Dict[str, Any], arm: str) -> List[Dict[str, Any]]:
+    from specrepro.campaign import Campaign
+
+    started = time.monotonic()
+    campaign = Campaign(cfg)
+    missing = []
+    for b in campaign.arm(arm)["benchmarks"]:
+        bench = campaign.benchmark(b)
+        if bench["kind"] == "gsm8k":
+            path = bench["gsm8k"]["test_data"]["path"]
+            if not os.path.isfile(path) and (cfg.get("offline") or not bench["gsm8k"]["test_data"].get("url")):
+                missing.append(f"benchmarks.{b}.gsm8k.test_data.path={path}")
+    return [_check("host_data_files", not missing,
+                   "the host-side clients' data files are here" if not missing
+                   else f"not on this host: {missing}", started)]
+
+
+def container_paths(cfg: Dict[str, Any], arm: str) -> List[str]:
+    """Paths the server and the in-container clients read: local model paths and client data files."""
+    from specrepro.campaign import Campaign
+    from specrepro.launch import PATH_ARGS
+
+    campaign = Campaign(cfg)
+    args = campaign.server_args(arm)
+    paths = [v for k in PATH_ARGS if isinstance(v := args.get(k), str) and v.startswith("/")]
+    for b in campaign.arm(arm)["benchmarks"]:
+        paths += campaign.client_data_files(b)
+    return paths
+
+
+def run_preflight(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int], log: IO,
+                  record: Optional[Path] = None) -> Dict[str, Any]:
+    """All checks; raises PreflightError naming every failure.  The record is written either way."""
+    from specrepro.fileio import write_json
+
+    started = time.monotonic()
+    checks = [remove_stale_containers(cfg, arm, log)] if cfg["preflight"]["remove_stale_containers"] else []
+    checks.append(wait_gpus_idle(cfg, gpus, log))
+    probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log)
+    checks += image_checks(cfg, arm, image, probe)
+    checks += host_checks(cfg, arm)
+    result = {"arm": arm, "ok": all(c["ok"] for c in checks), "checks": checks,
+              "seconds": round(time.monotonic() - started, 2)}
+    for c in checks:
+        print(f"preflight {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}", file=log, flush=True)
+    if record is not None:
+        write_json(record, result)
+    if not result["ok"]:
+        failed = "\n".join(f"  - {c['check']}: {c['detail']}" for c in checks if not c["ok"])
+        raise PreflightError(f"arm {arm}: preflight failed before the server started "
+                             f"({result['seconds']} s):\n{failed}")
+    return result
