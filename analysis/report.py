@@ -128,13 +128,45 @@ def stage_costs_table(results_dir: Path) -> str:
     return "\n".join(["| job | wall time (s) | peak RSS (MB) |", "| --- | --- | --- |", *rows])
 
 
-def executed_statement(cfg: Dict[str, Any]) -> str:
+def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> str:
+    """Measured facts per arm (from inside its image), and fingerprint differences against the baseline."""
+    from specrepro.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
+
+    if not arm_records:
+        return ""
+    lines = ["### Where this ran (measured inside each arm's image)", "",
+             "| arm | host | GPUs granted | facts from | " + " | ".join(FINGERPRINT_KEYS) + " |",
+             "|" + " --- |" * (4 + len(FINGERPRINT_KEYS))]
+    fps = {}
+    for rec in arm_records:
+        fp = rec.get("fingerprint") or {}
+        fps[rec["arm"]] = fp
+        facts = (rec.get("gpu_facts") or {}).get("before") or {}
+        granted = sorted({g for e in rec.get("launches", []) for g in e.get("gpus") or []})
+        cells = [rec["arm"], rec.get("host", "-"), ",".join(map(str, granted)) or "none",
+                 facts.get("source", "none")] + [str(fp.get(k) if fp.get(k) is not None else "-")[:40]
+                                                  for k in FINGERPRINT_KEYS]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = sorted({((r.get("gpu_facts") or {}).get("before") or {}).get("note") for r in arm_records} - {None})
+    lines += [""] + [f"- {n}" for n in notes]
+    for d in fingerprint_differences(fps, cfg["experiment"]["baseline_arm"]):
+        what = ", ".join(f"{k}: {a} vs {b}" for k, (a, b) in d["differs"].items())
+        lines.append(f"- **Fingerprint mismatch: {d['arm']} differs from {d['baseline']} in {what}**; its deltas "
+                     f"against {d['baseline']} may come from that, not from the change.")
+    return "\n".join(lines).rstrip()
+
+
+def executed_statement(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]] = ()) -> str:
+    """The first line of the report: where the numbers come from, as measured."""
     plat = cfg["platform"]
+    models = sorted({(r.get("fingerprint") or {}).get("gpu_model") or "none" for r in arm_records})
     if plat["accelerator"] == "none":
-        return ("**Where this ran:** platform `{}` without an accelerator. The servers here were not sglang "
-                "on a GPU, so the numbers below say nothing about the change's performance; they prove the "
-                "pipeline.".format(plat["name"]))
-    return f"**Where this ran:** platform `{plat['name']}` ({plat.get('gpu_model') or plat['accelerator']})."
+        return ("**Where this ran:** platform `{}` without an accelerator (measured: no GPU). The servers here were "
+                "not sglang on a GPU, so the numbers below say nothing about the change's performance; they prove "
+                "the pipeline.".format(plat["name"]))
+    measured = ", ".join(models) if arm_records else "not measured"
+    return (f"**Where this ran:** platform `{plat['name']}`; GPUs measured inside the arms' images: {measured} "
+            f"(configured: {plat.get('gpu_model') or plat['accelerator']}).")
 
 
 def placement_statement(cfg: Dict[str, Any]) -> str:
@@ -145,13 +177,15 @@ def placement_statement(cfg: Dict[str, Any]) -> str:
 
 
 def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
-                    markdown: Path, html: Path, analysis_json: Path, log=None) -> Dict[str, Any]:
+                    markdown: Path, html: Path, analysis_json: Path, log=None,
+                    arm_records: List[Path] = ()) -> Dict[str, Any]:
     import pandas as pd
     import yaml
 
     from specrepro.analysis.analyze import analyze
     from specrepro.analysis.claims import load_claims
 
+    records = [json.loads(Path(p).read_text()) for p in arm_records]
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     skipped = set(cfg["experiment"].get("skip_claims") or [])
@@ -164,7 +198,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     parts = [
         f"# {cfg['experiment']['name']}: results",
         "",
-        executed_statement(cfg),
+        executed_statement(cfg, records),
         "",
         placement_statement(cfg),
         "",
@@ -191,6 +225,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         md = Path(v).with_suffix(".md")
         if md.is_file():
             parts += ["", md.read_text()]
+    where = where_this_ran(cfg, records)
+    if where:
+        parts += ["", where]
     costs = stage_costs_table(Path(cfg["results_dir"]))
     if costs:
         parts += ["", "### Provenance: what each heavy stage cost (Snakemake `benchmark:`)", "", costs]

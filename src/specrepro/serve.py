@@ -32,6 +32,7 @@ from typing import IO, Any, Dict, List, Optional
 import requests
 
 from specrepro import accept_length as al
+from specrepro import gpu_facts
 from specrepro.campaign import BenchRun, Campaign
 from specrepro.fileio import write_json
 from specrepro.launch import LaunchContext, Launcher, caller_user, granted_gpus
@@ -384,6 +385,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
             ensure_image(cfg, image, log)
             # Before the model loads: minutes here, not GPU-hours after it.
             preflight = run_preflight(cfg, arm, image, gpus, log, record=arm_dir / "preflight.json")
+            facts = {"before": gpu_facts.collect(cfg, arm, image, gpus, log)}
             ctx = LaunchContext(port=serve["port"] or free_port(serve["host"]), launch_id=uuid.uuid4().hex[:12],
                                 image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
                                 user=caller_user(cfg))
@@ -413,16 +415,21 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 raise
             finally:
                 server.stop(serve["shutdown_grace_s"])
+                facts["after"] = gpu_facts.collect(cfg, arm, image, gpus, log)
+                write_json(arm_dir / "gpu_facts.json", facts)
                 launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
                                  "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
                 print(f"arm {arm}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+        facts_path = arm_dir / "gpu_facts.json"
+        facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {"before": gpu_facts.no_gpu_facts()}
         measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
         used = {rec["server_launch"] for rec in measured.values()}
         record = {"arm": arm, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
                                        for stem, rec in measured.items()},
                   "launches": [e for e in launches.read() if e.get("launch_id") in used],
                   "placement": serve["placement"], **host_facts(), "image": image,
-                  "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm)}
+                  "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm),
+                  "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id"))}
         write_json(output, record)
         return record
 

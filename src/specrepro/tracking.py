@@ -188,8 +188,6 @@ class CampaignTracker:
         campaign = Campaign(self.cfg)
         created: Dict[str, str] = {}
         plat = self.cfg["platform"]
-        platform_tags = {"platform": plat["name"], "gpu_model": plat.get("gpu_model") or "none",
-                         "accelerator": plat["accelerator"], "gpu_count": str(self.cfg["model"]["gpus"])}
         for arm in campaign.arms:
             arm_dir = campaign.arm_dir(arm)
             arm_record_path = arm_dir / "arm.json"
@@ -198,12 +196,20 @@ class CampaignTracker:
             arm_record = json.loads(arm_record_path.read_text())
             arm_run = self.child(f"arm:{arm}", arm)
             image = arm_record.get("image") or {}
+            # Measured, not configured: what the arm's image saw on the GPUs it was granted.
+            facts = (arm_record.get("gpu_facts") or {}).get("before") or {}
+            fp = arm_record.get("fingerprint") or {}
+            granted = sorted({g for e in arm_record.get("launches", []) for g in e.get("gpus") or []})
+            platform_tags = {"platform": plat["name"], "accelerator": plat["accelerator"],
+                             "gpu_model": fp.get("gpu_model") or "none", "gpus_granted": ",".join(map(str, granted)) or "none",
+                             "gpu_count": str(len(granted)), "gpu_facts_source": facts.get("source", "none"),
+                             **{f"fingerprint.{k}": str(v) for k, v in fp.items() if v is not None}}
             self.log(arm_run,
                      params={"sglang_ref": campaign.ref_of(arm), "patch_series": campaign.series_of(arm) or "none",
                              "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
                              "server_args": campaign.server_args(arm)},
                      tags={**platform_tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
-                           "image_digest": image.get("image_digest", "")})
+                           "image_digest": image.get("image_id", "")})
             if (arm_dir / "server.log").is_file():
                 self.artifact(arm_run, arm_dir / "server.log", "server")
             created[f"arm:{arm}"] = arm_run

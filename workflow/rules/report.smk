@@ -17,6 +17,7 @@ rule report:
         requests=f"{R}/tables/requests.parquet",
         verdicts=VERDICTS,
         gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
+        arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),
     output:
         markdown=f"{R}/report/report.md",
         html=report(f"{R}/report/report.html", category="Report"),

@@ -14,4 +14,5 @@ with stage_log(snakemake) as log:
         html=Path(snakemake.output.html),
         analysis_json=Path(snakemake.output.analysis),
         log=log,
+        arm_records=[Path(p) for p in snakemake.input.arms],
     )
