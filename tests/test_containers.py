@@ -255,7 +255,8 @@ def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_asse
            "PATH": f"{ROOT / 'tests' / 'container' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
            "SLURM_JOB_GPUS": "4,5"}
     overrides = [o for o in overrides_for(results, standin_assets, arms=("pr_rs_on",)) if not o.startswith("platform=")]
-    overrides += [f"platform=standin_{runtime}"]
+    # the fake runs the inner command on this host, where the image's paths do not exist
+    overrides += [f"platform=standin_{runtime}", "preflight.inside_image=false"]
     specrepro("run", *overrides, env=env)
     plan = specrepro("plan", *overrides, env=env).stdout
     from specrepro.launch import substitute

@@ -188,6 +188,7 @@ def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int
     else:
         ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
                             gpus=gpus, user=caller_user(cfg))
+        launcher.prepare(ctx)
         argv = launcher.wrap(ctx, ["python3", f"{PROBE_DIR_INSIDE}/probe.py"], server=True,
                              extra_mounts=[Mount(str(probe_dir), PROBE_DIR_INSIDE, True)], name_suffix="-facts")
     try:

@@ -186,6 +186,12 @@ class Launcher:
             unique.setdefault(m.container, m)
         return list(unique.values())
 
+    def prepare(self, ctx: LaunchContext) -> None:
+        """Create the read-write mount sources a container needs (the runtime refuses missing ones)."""
+        if self.runtime != "none" and self.plat.get("compile_cache_env"):
+            (self.compile_cache(ctx) / "home").mkdir(parents=True, exist_ok=True)
+        self.campaign.arm_dir(self.arm).mkdir(parents=True, exist_ok=True)
+
     def env(self, ctx: LaunchContext, client: bool = False) -> Dict[str, str]:
         """Environment inside the server (or client) process: values, never secrets."""
         env = {k: str(v) for k, v in (self.plat.get("server_env") or {}).items()}

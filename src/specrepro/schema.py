@@ -220,6 +220,8 @@ class PreflightConfig:
     gpu_idle_max_used_fraction: float = 0.1
     # ... and are waited for this long (memory reclaim after a killed job takes minutes).
     gpu_idle_timeout_s: float = 900.0
+    # Read the image's sglang version, patch record and flags, and the paths, inside the image.
+    inside_image: bool = True
 
 
 @dataclass

@@ -95,9 +95,7 @@ class Server:
     # --- lifecycle ------------------------------------------------------------
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        if self.launcher.runtime != "none":
-            self.launcher.compile_cache(self.ctx).mkdir(parents=True, exist_ok=True)
-            (self.launcher.compile_cache(self.ctx) / "home").mkdir(exist_ok=True)
+        self.launcher.prepare(self.ctx)
         self.log_fh = open(self.log_path, "ab", buffering=0)
         # Readiness and windows read this launch's part of the log only.
         self.log_start = self.log_path.stat().st_size

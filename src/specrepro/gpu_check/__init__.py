@@ -114,6 +114,7 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], out: Path,
     inner = [python, f"{PROBE_DIR_INSIDE}/{PROBE.name}", "--out", str(out), "--greedy-rows", str(g["greedy_rows"]),
              "--replays", str(g["replays"])]
     mounts = [Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True), Mount(str(out.parent), str(out.parent), False)]
+    launcher.prepare(ctx)
     return launcher.wrap(ctx, inner, server=True, extra_mounts=mounts, name_suffix="-gpucheck")
 
 

@@ -127,6 +127,7 @@ def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: Lis
         ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
                             gpus=[], user=caller_user(cfg))
         inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths)]
+        launcher.prepare(ctx)
         argv = launcher.wrap(ctx, inner, server=True, extra_mounts=[Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True)],
                              name_suffix="-preflight")
     proc = subprocess.run(argv, capture_output=True, text=True, env=launcher.process_env(
@@ -226,8 +227,11 @@ def run_preflight(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: Li
     started = time.monotonic()
     checks = [remove_stale_containers(cfg, arm, log)] if cfg["preflight"]["remove_stale_containers"] else []
     checks.append(wait_gpus_idle(cfg, gpus, log))
-    probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log)
-    checks += image_checks(cfg, arm, image, probe)
+    if cfg["preflight"]["inside_image"]:
+        probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log)
+        checks += image_checks(cfg, arm, image, probe)
+    else:
+        checks.append(_check("inside_image", True, "skipped: preflight.inside_image=false", time.monotonic()))
     checks += host_checks(cfg, arm)
     result = {"arm": arm, "ok": all(c["ok"] for c in checks), "checks": checks,
               "seconds": round(time.monotonic() - started, 2)}
