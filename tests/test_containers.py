@@ -151,6 +151,11 @@ def test_container_sees_only_the_granted_gpus_and_the_model(campaign):
         assert f"standin: devices kfd=True dri=renderD130,renderD131 uid={os.getuid()}" in log, log[-2000:]
         start = next(e for e in launches(campaign["results"], arm) if e["event"] == "start")
         assert start["gpus"] == [2, 3] and start["gpu_source"] == "ROCR_VISIBLE_DEVICES"
+        # GPU facts are read inside the arm's image, before and after; this image has no vendor tool, and says so
+        record = json.loads((campaign["results"] / "arms" / arm / "arm.json").read_text())
+        assert record["gpu_facts"]["before"]["note"] == "no amd-smi, rocm-smi or nvidia-smi answered inside the image"
+        assert record["gpu_facts"]["after"]["granted"] == [2, 3] and record["fingerprint"]["image_id"] == start["image_id"]
+        assert json.loads((campaign["results"] / "arms" / arm / "preflight.json").read_text())["ok"]
 
 
 def test_bench_serving_ran_inside_the_container_offline(campaign):
