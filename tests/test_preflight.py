@@ -113,3 +113,22 @@ def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
         serve_arm(cfg, "main_rs_on", image, arm_dir / "arm.json", io.StringIO())
     assert not (arm_dir / "server.log").exists() and not (arm_dir / "launches.jsonl").exists()
     assert not json.loads((arm_dir / "preflight.json").read_text())["ok"]
+
+
+def test_busy_gpus_are_waited_for_then_refused(tmp_path, monkeypatch):
+    """A node whose GPU 2 still holds a killed job's memory (nvidia-smi's CSV, as the tool prints it)."""
+    from specrepro.preflight import wait_gpus_idle
+
+    state = tmp_path / "used_mb"
+    state.write_text("50000")
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho \"2, $(cat {state}), 143771\"\necho \"3, 1, 143771\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
+    cfg = compose(["platform=h200", "model=glm52_fp8", "preflight.gpu_idle_timeout_s=2"])
+    busy = wait_gpus_idle(cfg, [2, 3], io.StringIO())
+    assert not busy["ok"] and "GPUs [2] still hold" in busy["detail"] and "preflight.gpu_idle_timeout_s=2" in busy["detail"]
+    state.write_text("300")  # drained
+    idle = wait_gpus_idle(cfg, [2, 3], io.StringIO())
+    assert idle["ok"] and "GPUs [2, 3]: memory in use" in idle["detail"]
