@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 import pandas as pd
 
 from specrepro.analysis import stats
@@ -54,17 +55,33 @@ def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[
     for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
         groups = [a["value"].tolist() for _, a in g.groupby("arm")]
         cv = stats.pooled_cv(groups)
-        source = "repeats"
+        # degrees of freedom of the floor: sum of (repeats - 1) over the arms pooled
+        source, df = "repeats", float(sum(len(x) - 1 for x in groups if len(x) > 1))
         if cv is None and reference_repeats and metric in (reference_repeats.get(bench) or {}):
             cv = stats.coefficient_of_variation(reference_repeats[bench][metric])
-            source = "published repeats"
+            source, df = "published repeats", float(len(reference_repeats[bench][metric]) - 1)
         if cv is None and metric in FALLBACK_NOISE:
-            cv, source = FALLBACK_NOISE[metric], "fallback"
-        floors[(bench, metric)] = {"noise_floor": cv, "source": source}
+            cv, source, df = FALLBACK_NOISE[metric], "fallback (assumed, treated as known)", math.inf
+        floors[(bench, metric)] = {"noise_floor": cv, "source": source, "df": df}
     return floors
 
 
-def deltas(runs: pd.DataFrame, baseline: str, floors: Dict) -> List[Dict[str, Any]]:
+BINOMIAL_METRICS = ("accuracy", "invalid_rate")
+
+
+def _delta(a: List[float], b: List[float], floor_info: Dict[str, Any], metric: str,
+           questions: Optional[int]) -> Dict[str, Any]:
+    """The interval of one comparison: run noise (t with the floor's df) and, for a proportion, the question sample."""
+    extra = 0.0
+    if metric in BINOMIAL_METRICS and questions:
+        extra = stats.binomial_relative_se(float(np.mean(a)), float(np.mean(b)), questions)
+    d = stats.relative_delta(a, b, floor_info["noise_floor"], floor_info.get("df"), extra_se=extra)
+    d["questions"] = questions if metric in BINOMIAL_METRICS else None
+    return d
+
+
+def deltas(runs: pd.DataFrame, baseline: str, floors: Dict,
+           questions: Optional[Dict[str, int]] = None) -> List[Dict[str, Any]]:
     out = []
     for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
         base = g[g["arm"] == baseline]["value"].tolist()
@@ -76,7 +93,7 @@ def deltas(runs: pd.DataFrame, baseline: str, floors: Dict) -> List[Dict[str, An
             if floor is None or (isinstance(floor, float) and math.isnan(floor)):
                 row.update(verdict="INCONCLUSIVE (no noise estimate)", relative=None)
             else:
-                d = stats.relative_delta(a["value"].tolist(), base, floor)
+                d = _delta(a["value"].tolist(), base, floors[(bench, metric)], metric, (questions or {}).get(bench))
                 row.update(d, verdict="outside noise" if stats.outside_noise(d) else "within noise")
             out.append(row)
     return out
@@ -89,12 +106,16 @@ def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame) -> Dict[st
     req = requests[requests["correct"].notna()]
     out: Dict[str, Any] = {"binomial": [], "mcnemar": []}
     for (bench, arm), g in req.groupby(["benchmark", "arm"], sort=False):
-        k, n = int(g["correct"].astype(bool).sum()), len(g)
-        lo, hi = stats.wilson_interval(k, n)
-        out["binomial"].append({"benchmark": bench, "arm": arm, "correct": k, "n": n, "accuracy": k / n,
-                                "ci_low": lo, "ci_high": hi})
+        # n = distinct questions: repeats of the same questions do not multiply the sample
+        per_question = g.groupby("request")["correct"].mean()
+        n = len(per_question)
+        p = float(per_question.mean())
+        lo, hi = stats.wilson_interval(round(p * n), n)
+        out["binomial"].append({"benchmark": bench, "arm": arm, "correct": round(p * n), "n": n, "accuracy": p,
+                                "repeats": int(g["repeat"].nunique()), "ci_low": lo, "ci_high": hi})
     for bench, g in req.groupby("benchmark", sort=False):
-        pivot = g.pivot_table(index=["repeat", "request"], columns="arm", values="correct", aggfunc="first")
+        # one answer per question and arm: the majority over repeats
+        pivot = g.pivot_table(index="request", columns="arm", values="correct", aggfunc="mean") >= 0.5
         arms = list(pivot.columns)
         for i, a in enumerate(arms):
             for b in arms[i + 1:]:
@@ -146,7 +167,8 @@ def accept_up_tpot_worse(runs: pd.DataFrame, baseline: str) -> List[Dict[str, An
     return flags
 
 
-def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict) -> Dict[str, Any]:
+def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
+                questions: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
     g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
     result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect}
@@ -168,7 +190,7 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict) -> Dict
     if not a or not b or floor is None or (isinstance(floor, float) and math.isnan(floor)):
         result.update(verdict=INCONCLUSIVE, detail=f"not measured or no noise estimate ({arm}: {len(a)}, {against}: {len(b)} values)")
         return result
-    d = stats.relative_delta(a, b, floor)
+    d = _delta(a, b, floors[(bench, metric)], metric, (questions or {}).get(bench))
     margin = float(claim.get("margin", DEFAULT_MARGIN if expect != "not_below" else 0.05))
     lo, hi = d["ci_low"], d["ci_high"]
     if expect in ("decrease", "increase"):
@@ -196,15 +218,22 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict) -> Dict
             verdict = INCONCLUSIVE
     else:
         raise ValueError(f"claim {claim['id']}: unknown expect {expect!r}")
+    df = "known" if d["df"] is None or math.isinf(d["df"]) else f"{d['df']:.0f}"
+    sample = (f"; question sample n={d['questions']} adds {d['extra_se']:.2%} standard error"
+              if d.get("questions") else "")
+    why = (f"; the interval is wider than the {margin:.0%} margin: this campaign cannot decide it"
+           if verdict == INCONCLUSIVE and hi - lo > 2 * margin else "")
     result.update(verdict=verdict, delta=d, margin=margin,
-                  detail=f"{arm} vs {against}: {d['relative']:+.2%} (95% CI {lo:+.2%} .. {hi:+.2%}; "
-                         f"noise floor {floor:.2%}; margin {margin:.0%})")
+                  detail=f"{arm} vs {against}: {d['relative']:+.2%} (95% CI {lo:+.2%} .. {hi:+.2%}, t quantile "
+                         f"{d['quantile']:.2f} at df {df}; noise floor {floor:.2%}{sample}; margin {margin:.0%}){why}")
     return result
 
 
 def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baseline: Optional[str] = None,
             claims: Optional[List[Dict[str, Any]]] = None,
-            reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None) -> Dict[str, Any]:
+            reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
+            questions: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals."""
     runs = check_table(runs)
     floors = noise_floors(runs, reference_repeats)
     baseline = baseline or runs["arm"].iloc[0]
@@ -212,9 +241,9 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
         "baseline": baseline,
         "summary": summarize(runs).to_dict("records"),
         "noise_floors": [{"benchmark": b, "metric": m, **v} for (b, m), v in floors.items()],
-        "deltas": deltas(runs, baseline, floors),
+        "deltas": deltas(runs, baseline, floors, questions),
         "gsm8k": gsm8k_tests(requests, runs),
         "tpot_bimodality": tpot_bimodality(requests),
         "flags": accept_up_tpot_worse(runs, baseline),
-        "claims": [judge_claim(c, runs, floors) for c in (claims or [])],
+        "claims": [judge_claim(c, runs, floors, questions) for c in (claims or [])],
     }

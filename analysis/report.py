@@ -190,8 +190,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = [c for c in load_claims(claims_path) if c["id"] not in skipped]
+    questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
     analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
-                       cfg["experiment"].get("reference_repeats"))
+                       cfg["experiment"].get("reference_repeats"), questions)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
     warnings = [b["per_token"]["warning"] for b in analysis["tpot_bimodality"] if b["per_token"]["warning"]]

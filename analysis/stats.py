@@ -49,18 +49,43 @@ def pooled_cv(groups: Sequence[Sequence[float]]) -> Optional[float]:
     return float(math.sqrt(sum(w * c * c for w, c in zip(weights, cvs)) / sum(weights)))
 
 
-def relative_delta(arm: Sequence[float], base: Sequence[float], noise_floor: float, z: float = Z95) -> Dict[str, float]:
-    """Relative change of the arm's mean against the baseline's, with a CI from the noise floor.
+def t_quantile(df: Optional[float], level: float = 0.95) -> float:
+    """Two-sided quantile: Student's t with `df` degrees of freedom; the normal one for a known noise (df None/inf)."""
+    if df is None or math.isinf(df):
+        return float(special.ndtri(0.5 + level / 2))
+    if df < 1:
+        return math.inf
+    return float(special.stdtrit(df, 0.5 + level / 2))
+
+
+def relative_delta(arm: Sequence[float], base: Sequence[float], noise_floor: float, df: Optional[float] = None,
+                   extra_se: float = 0.0) -> Dict[str, float]:
+    """Relative change of the arm's mean against the baseline's, with a 95% interval from the noise floor.
 
     Each mean has relative standard error floor/sqrt(n); the delta's is their
-    root-sum-square.  The noise floor is per metric, so one noisy arm does not
-    widen every interval.
+    root-sum-square (plus `extra_se`, e.g. the question sample's binomial
+    error).  The interval uses Student's t with the floor's degrees of
+    freedom: a floor from 3 repeats has 2, and t(2) = 4.30, not 1.96.
     """
     ma, mb = float(np.mean(arm)), float(np.mean(base))
     rel = (ma - mb) / abs(mb) if mb else math.nan
-    se = noise_floor * math.sqrt(1.0 / len(arm) + 1.0 / len(base))
-    return {"arm_mean": ma, "base_mean": mb, "delta": ma - mb, "relative": rel,
-            "ci_low": rel - z * se, "ci_high": rel + z * se, "noise_floor": noise_floor}
+    se = math.sqrt((noise_floor * math.sqrt(1.0 / len(arm) + 1.0 / len(base))) ** 2 + extra_se ** 2)
+    q = t_quantile(df)
+    half = q * se
+    return {"arm_mean": ma, "base_mean": mb, "delta": ma - mb, "relative": rel, "ci_low": rel - half,
+            "ci_high": rel + half, "half_width": half, "quantile": q, "df": df, "noise_floor": noise_floor,
+            "extra_se": extra_se}
+
+
+def binomial_relative_se(p_arm: float, p_base: float, questions: int) -> float:
+    """Relative standard error of a difference of two accuracies on `questions` questions each.
+
+    n is the number of distinct questions: repeats of the same questions inform
+    run-to-run noise, they do not multiply n.
+    """
+    if not questions or not p_base:
+        return 0.0
+    return math.sqrt(p_arm * (1 - p_arm) / questions + p_base * (1 - p_base) / questions) / p_base
 
 
 def outside_noise(delta: Dict[str, float]) -> bool:

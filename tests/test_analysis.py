@@ -163,3 +163,42 @@ def test_accept_length_up_with_much_worse_tpot_is_flagged():
     flags = analyze(pd.DataFrame(rows), baseline="base")["flags"]
     assert [f["arm"] for f in flags] == ["jit_fallback"]
     assert "accept length +23.8% but mean TPOT +9727%" in flags[0]["text"]
+
+
+def test_intervals_use_students_t_with_the_floors_degrees_of_freedom():
+    assert round(stats.t_quantile(2), 3) == 4.303 and round(stats.t_quantile(None), 3) == 1.96
+    d = stats.relative_delta([303.7], [310.2], noise_floor=0.005536, df=2)
+    # se = 0.5536% * sqrt(2) = 0.783%; half-width = 4.303 * 0.783% = 3.37%
+    assert round(d["relative"], 4) == -0.021 and round(d["half_width"], 4) == 0.0337
+
+
+def test_seed_table_with_honest_intervals():
+    """The RS losses and the PR's recovery stay outside noise; the PR-vs-RS-off residual does not; accuracy
+    cannot be decided by 200 questions and three published repeats."""
+    claims = yaml.safe_load((CONF_DIR / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
+    reference = {"bench_serving": {"output_throughput": SEED_TPUT, "mean_tpot_ms": SEED_TPOT}, "gsm8k": {"accuracy": SEED_ACC}}
+    result = analyze(seed_table(), None, "main_rs_off", claims, reference, questions={"gsm8k": 200})
+    d = {(x["arm"], x["metric"]): x for x in result["deltas"]}
+    assert d[("main_rs_on", "output_throughput")]["verdict"] == "outside noise"  # -7.9%
+    assert d[("main_rs_on", "mean_tpot_ms")]["verdict"] == "outside noise"  # +8.2%
+    assert d[("pr_rs_on", "output_throughput")]["verdict"] == "within noise"  # -2.1% +- 3.4%
+    assert d[("pr_rs_on", "mean_tpot_ms")]["verdict"] == "within noise"  # +1.3% +- 3.1%
+    claims_by_id = {c["id"]: c for c in result["claims"]}
+    acc = claims_by_id["accuracy_unchanged"]
+    assert acc["verdict"] == INCONCLUSIVE and "question sample n=200" in acc["detail"]
+    assert "this campaign cannot decide it" in acc["detail"]
+    assert claims_by_id["pr_improves_throughput"]["verdict"] == REPRODUCED
+
+
+def test_repeats_do_not_multiply_the_question_sample():
+    requests = pd.DataFrame([{"arm": "a", "benchmark": "gsm8k", "repeat": r, "request": q, "correct": q % 10 != 0}
+                             for r in (1, 2, 3) for q in range(200)] +
+                            [{"arm": "b", "benchmark": "gsm8k", "repeat": r, "request": q, "correct": q % 5 != 0}
+                             for r in (1, 2, 3) for q in range(200)])
+    runs = pd.DataFrame([{"arm": a, "benchmark": "gsm8k", "repeat": 1, "metric": "accuracy", "value": v}
+                         for a, v in (("a", 0.9), ("b", 0.8))])
+    tests = analyze(runs, requests, "a")["gsm8k"]
+    a = next(x for x in tests["binomial"] if x["arm"] == "a")
+    assert a["n"] == 200 and a["repeats"] == 3 and a["accuracy"] == 0.9
+    pair = tests["mcnemar"][0]
+    assert pair["pairs"] == 200 and (pair["a_only"], pair["b_only"]) == (20, 0)

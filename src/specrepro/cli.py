@@ -206,7 +206,12 @@ def cmd_analyze(args) -> int:
     claims = load_claims(Path(args.claims)) if args.claims else None
     reference = yaml.safe_load(Path(args.reference_repeats).read_text()) if args.reference_repeats else None
     try:
-        result = analyze(runs, requests, args.baseline, claims, reference)
+        questions = {k: int(v) for k, v in (q.split("=", 1) for q in args.questions)}
+    except ValueError:
+        print(f"specrepro analyze: --questions takes BENCHMARK=N, got {args.questions}", file=sys.stderr)
+        return 2
+    try:
+        result = analyze(runs, requests, args.baseline, claims, reference, questions)
     except TableError as exc:
         print(f"specrepro analyze: {exc}", file=sys.stderr)
         return 2
@@ -218,7 +223,8 @@ def cmd_analyze(args) -> int:
     for d in result["deltas"]:
         if d.get("relative") is not None:
             print(f"{d['benchmark']:>14} {d['metric']:<22} {d['arm']:>16} vs {d['baseline']}: {d['relative']:+.2%} "
-                  f"[{d['ci_low']:+.2%}, {d['ci_high']:+.2%}] {d['verdict']}")
+                  f"[{d['ci_low']:+.2%}, {d['ci_high']:+.2%}] (±{d['half_width']:.2%}, t {d['quantile']:.2f}) "
+                  f"{d['verdict']}")
     print()
     print(noise_table(result))
     if claims:
@@ -262,6 +268,8 @@ def add_tool_subcommands(sub) -> None:
     p.add_argument("--baseline", default=None)
     p.add_argument("--claims", default=None, help="claims YAML (conf/claims/...)")
     p.add_argument("--reference-repeats", default=None, help="YAML benchmark -> metric -> [values] of an unchanged server")
+    p.add_argument("--questions", action="append", default=[],
+                   help="BENCHMARK=N: distinct questions per repeat (accuracy intervals), e.g. gsm8k=200")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_analyze)
 
