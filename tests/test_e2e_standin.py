@@ -113,9 +113,22 @@ def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):
     for metric in ("accept_length", "accept_length_decode_log", "accept_length_meta_info", "accuracy", "invalid_rate"):
         assert metric in child.data.metrics
     assert "config_hash" in child.data.tags
+    # the dashboard answers on first open: runs, not traces; arms' headline numbers on the arm runs
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert {"gsm8k.accept_length", "gsm8k.accuracy", "bench_serving.mean_tpot_ms",
+            "bench_serving.output_throughput"} <= set(arm_run.data.metrics)
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.info.run_name.startswith("eagle_topk_greedy | glm52_mxfp4 | standin | ")
+    assert "mlflow.source.git.commit" in parent.data.tags
+    # runs are timed by their measurement windows; none is left RUNNING
+    record = json.loads((campaign["results"] / "arms" / "pr_rs_on" / "gsm8k" / "r1" / "run.json").read_text())
+    assert child.info.start_time == int(record["window"]["start"] * 1000)
+    assert child.info.end_time == int(record["window"]["end"] * 1000)
+    assert {r.info.status for r in runs} == {"FINISHED"}
     before = len(runs)
     specrepro("run", *campaign["overrides"], "--", "--forcerun", "track_campaign", env=campaign["env"])
     assert len(client.search_runs([exp.experiment_id], max_results=1000)) == before
+    assert len(client.get_metric_history(child.info.run_id, "accept_length")) == 1  # re-logging adds no history
 
 
 def test_snakemake_report_carries_the_campaign_report(campaign, tmp_path):

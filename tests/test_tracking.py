@@ -76,3 +76,37 @@ def test_secrets_never_reach_any_output(tmp_path):
 def test_secret_in_config_is_rejected():
     proc = specrepro("config", "+platform.server_env.HF_TOKEN=abc", check=False)
     assert proc.returncode == 2 and "platform.server_env.HF_TOKEN" in proc.stderr and "passthrough_env" in proc.stderr
+
+
+def test_a_changed_server_command_re_measures_and_keeps_the_old_records_aside(tmp_path):
+    """The stale-label sequence: rejection sampling on, then off; the second run must not reuse the first's numbers."""
+    import json
+
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    results, overrides, env = small_campaign(tmp_path)
+    specrepro("run", *overrides, env=env)  # main_rs_on: rejection sampling on (the stand-in's accept length drops)
+    first = json.loads((results / "arms" / "main_rs_on" / "gsm8k" / "r1" / "run.json").read_text())
+    off = ["experiment.arms.main_rs_on.extra_server_args={speculative_use_rejection_sampling: false}"]
+    specrepro("run", *overrides, *off, env=env)
+    second = json.loads((results / "arms" / "main_rs_on" / "gsm8k" / "r1" / "run.json").read_text())
+    assert second["key"] != first["key"] and second["server_launch"] != first["server_launch"]
+    assert second["metrics"]["accept_length"] > first["metrics"]["accept_length"] * 1.1  # really re-measured
+    kept = list((results / "arms" / "main_rs_on" / "superseded").glob("*/gsm8k/r1/run.json"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["key"] == first["key"]  # kept aside, never deleted
+    arm = json.loads((results / "arms" / "main_rs_on" / "arm.json").read_text())
+    assert arm["server_args"]["speculative_use_rejection_sampling"] is False
+    assert arm["runs"]["gsm8k/r1"] == {"key": second["key"], "server_launch": second["server_launch"]}
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    al = runs[(runs.metric == "accept_length")]["value"].tolist()
+    assert al == [second["metrics"]["accept_length"]]
+    client = MlflowClient(f"sqlite:///{results}/mlflow.db")
+    exp = client.get_experiment_by_name("specrepro/eagle_topk_greedy")
+    parents = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 2 and len({p.info.run_name for p in parents}) == 2  # told apart at a glance
+    newest = max(parents, key=lambda r: r.info.start_time)
+    child = [r for r in client.search_runs([exp.experiment_id], f"tags.`mlflow.parentRunId` = '{newest.info.run_id}'")
+             if r.info.run_name == "main_rs_on"][0]
+    assert child.data.params["server_args.speculative_use_rejection_sampling"] == "False"
+    assert child.data.metrics["gsm8k.accept_length"] == second["metrics"]["accept_length"]

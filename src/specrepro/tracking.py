@@ -19,6 +19,8 @@ from typing import Any, Dict, Optional
 from specrepro.redaction import redact, secret_values
 
 KEY_TAG = "specrepro.key"
+# Shown on each arm's run (means over its repeats), so the runs table compares arms without clicks.
+HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms", "output_throughput")
 
 
 def tracking_uri(cfg: Dict[str, Any]) -> str:
@@ -40,17 +42,21 @@ def experiment_id(client, name: str, artifact_root: Optional[Path]) -> str:
     if exp is not None:
         return exp.experiment_id
     location = artifact_root.resolve().as_uri() if artifact_root is not None else None
-    return client.create_experiment(name, artifact_location=location)
+    # MLflow 3 opens an experiment by its kind: runs (model development), not GenAI traces.
+    return client.create_experiment(name, artifact_location=location,
+                                    tags={"mlflow.experimentKind": "custom_model_development"})
 
 
-def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Optional[str] = None) -> str:
+def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Optional[str] = None,
+                       start_time_ms: Optional[int] = None) -> str:
+    """The run of `key`; created (timed by its measurement window where known) when missing."""
     found = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'", max_results=2)
     if found:
         return found[0].info.run_id
     tags = {KEY_TAG: key}
     if parent_id:
         tags["mlflow.parentRunId"] = parent_id
-    return client.create_run(exp_id, tags=tags, run_name=name).info.run_id
+    return client.create_run(exp_id, tags=tags, run_name=name, start_time=start_time_ms).info.run_id
 
 
 def _flatten(prefix: str, value: Any, out: Dict[str, str]) -> None:
@@ -63,7 +69,8 @@ def _flatten(prefix: str, value: Any, out: Dict[str, str]) -> None:
         out[prefix] = str(value)[:6000]
 
 
-def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float], tags: Dict[str, str]) -> None:
+def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float], tags: Dict[str, str],
+         timestamp_ms: Optional[int] = None) -> None:
     """Params, metrics and tags in batches; params that already hold the same value are skipped."""
     from mlflow.entities import Metric, Param, RunTag
 
@@ -72,10 +79,12 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
     flat: Dict[str, str] = {}
     _flatten("", params, flat)
     new_params = [Param(k[:250], redact(v, secrets)) for k, v in flat.items() if existing.get(k[:250]) != redact(v, secrets)]
-    import time as _time
-
-    now = int(_time.time() * 1000)
-    metric_objs = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+    # Metrics carry the measurement's time (its window's end), so logging the same record again
+    # writes the same (key, value, timestamp, step): the history does not grow.
+    existing_metrics = client.get_run(run_id).data.metrics
+    stamp = timestamp_ms if timestamp_ms is not None else 0
+    metric_objs = [Metric(k, float(v), stamp, 0) for k, v in metrics.items()
+                   if v is not None and existing_metrics.get(k) != float(v)]
     tag_objs = [RunTag(k, redact(str(v), secrets)) for k, v in tags.items() if v is not None]
     for i in range(0, max(len(new_params), len(metric_objs), len(tag_objs)), 100):
         client.log_batch(run_id, metrics=metric_objs[i : i + 100], params=new_params[i : i + 100], tags=tag_objs[i : i + 100])
@@ -87,7 +96,8 @@ def host_tags() -> Dict[str, str]:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                                 cwd=Path(__file__).parent).stdout.strip()
         if commit:
-            tags["project_git_commit"] = commit
+            tags["mlflow.source.git.commit"] = commit
+            tags["mlflow.source.name"] = "specrepro"
     except (OSError, subprocess.TimeoutExpired):
         pass
     return tags
@@ -110,7 +120,10 @@ class CampaignTracker:
                                     results / "mlartifacts" if local else None)
         self.config_hash = config_hash(cfg)
         self.campaign_key = f"campaign:{cfg['experiment']['name']}:{self.config_hash}"
-        self.parent = find_or_create_run(self.client, self.exp_id, self.campaign_key, cfg["experiment"]["name"])
+        # Two configurations of one campaign are told apart at a glance in the runs list.
+        self.parent = find_or_create_run(self.client, self.exp_id, self.campaign_key,
+                                         f"{cfg['experiment']['name']} | {cfg['model']['name']} | "
+                                         f"{cfg['platform']['name']} | {self.config_hash[:8]}")
         _log(
             self.client,
             self.parent,
@@ -123,17 +136,19 @@ class CampaignTracker:
         if resolved.is_file():
             self.artifact(self.parent, resolved, "config")
 
-    def child(self, key: str, name: str) -> str:
-        return find_or_create_run(self.client, self.exp_id, f"{self.campaign_key}:{key}", name, self.parent)
+    def child(self, key: str, name: str, start_time_ms: Optional[int] = None) -> str:
+        return find_or_create_run(self.client, self.exp_id, f"{self.campaign_key}:{key}", name, self.parent,
+                                  start_time_ms)
 
-    def log(self, run_id: str, params=None, metrics=None, tags=None) -> None:
-        _log(self.client, run_id, params or {}, metrics or {}, {"config_hash": self.config_hash, **(tags or {})})
+    def log(self, run_id: str, params=None, metrics=None, tags=None, timestamp_ms: Optional[int] = None) -> None:
+        _log(self.client, run_id, params or {}, metrics or {}, {"config_hash": self.config_hash, **(tags or {})},
+             timestamp_ms)
 
     def artifact(self, run_id: str, path: Path, artifact_path: Optional[str] = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status)
+    def finish(self, run_id: str, status: str = "FINISHED", end_time_ms: Optional[int] = None) -> None:
+        self.client.set_terminated(run_id, status, end_time=end_time_ms)
 
     def log_patch_check(self, verdict_path: Path) -> str:
         verdict = json.loads(Path(verdict_path).read_text())
@@ -209,29 +224,45 @@ class CampaignTracker:
                              "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
                              "server_args": campaign.server_args(arm)},
                      tags={**platform_tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
-                           "image_digest": image.get("image_id", "")})
+                           "image_digest": image.get("image_id", ""), "placement": arm_record.get("placement", ""),
+                           "launch_ids": ",".join(sorted({e["launch_id"] for e in arm_record.get("launches", [])}))})
             if (arm_dir / "server.log").is_file():
                 self.artifact(arm_run, arm_dir / "server.log", "server")
             created[f"arm:{arm}"] = arm_run
+            headline: Dict[str, list] = {}
+            last_end = 0
             for run in campaign.bench_runs(arm):
                 path = arm_dir / run.stem / "run.json"
                 if not path.is_file():
                     continue
                 record = json.loads(path.read_text())
-                run_id = self.child(f"run:{arm}:{run.benchmark}:{run.repeat}", f"{arm}/{run.benchmark}/r{run.repeat}")
+                window = record.get("window") or {}
+                start_ms = int(window["start"] * 1000) if window.get("start") else None
+                end_ms = int(window["end"] * 1000) if window.get("end") else None
+                run_id = self.child(f"run:{arm}:{run.benchmark}:{run.repeat}", f"{arm}/{run.benchmark}/r{run.repeat}",
+                                    start_ms)
                 bench = campaign.benchmark(run.benchmark)
                 agreement = record["accept_length_sources"]["agreement"]
+                numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))}
+                last_end = max(last_end, end_ms or 0)
+                for k, v in numbers.items():
+                    headline.setdefault(f"{run.benchmark}.{k}", []).append(v)
                 self.log(run_id,
                          params={"benchmark": bench, "repeat": run.repeat, "arm": arm},
-                         metrics={k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))},
+                         metrics=numbers,
                          tags={**platform_tags, "arm": arm, "benchmark": run.benchmark, "server_launch": record["server_launch"],
-                               "mlflow.parentRunId": arm_run,
-                               "accept_length_sources_agree": str(agreement["agree"])})
+                               "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
+                               "accept_length_sources_agree": str(agreement["agree"])},
+                         timestamp_ms=end_ms)
                 for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
                     if (arm_dir / run.stem / name).is_file():
                         self.artifact(run_id, arm_dir / run.stem / name, "outputs")
-                self.finish(run_id)
+                self.finish(run_id, end_time_ms=end_ms)
                 created[f"run:{arm}:{run.benchmark}:{run.repeat}"] = run_id
+            # The arm's headline numbers on the arm's own run: comparable in the runs table without a click.
+            self.log(arm_run, metrics={k: sum(v) / len(v) for k, v in headline.items()
+                                       if k.split(".", 1)[1] in HEADLINE_METRICS},
+                     timestamp_ms=last_end)
             self.finish(arm_run)
         report_dir = results_dir / "report"
         for name in ("report.md", "report.html", "analysis.json"):
@@ -260,6 +291,7 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
         logged["children"][str(verdict)] = tracker.log_gpu_check(Path(verdict))
     if with_results:
         logged["children"].update(tracker.log_results(Path(cfg["results_dir"])))
+    tracker.finish(tracker.parent)  # no run is left RUNNING, the CPU-stages-only logging included
     if log is not None:
         print(json.dumps(logged, indent=1), file=log)
     if record is not None:
