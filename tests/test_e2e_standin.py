@@ -145,3 +145,37 @@ def test_snakemake_report_carries_the_campaign_report(campaign, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = zipfile.ZipFile(out).namelist()
     assert any(n.endswith("report.html") and "/data/raw/" in n for n in names), names
+
+
+def dry_run_jobs(campaign, *overrides) -> dict:
+    """Snakemake's own dry run of the campaign with `overrides` on top: the jobs it would run, per rule."""
+    out = specrepro("run", *campaign["overrides"], *overrides, "--", "--dry-run", "--quiet", "rules",
+                    env=campaign["env"]).stdout
+    jobs = {}
+    lines = out.splitlines()
+    if "Job stats:" in lines:
+        for line in lines[lines.index("Job stats:") + 3:]:
+            parts = line.split()
+            if len(parts) != 2 or not parts[1].isdigit():
+                break
+            jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+def test_reruns_follow_content(campaign, tmp_path):
+    """Editing the claims reruns the report and its logging, no measuring job; a benchmark's setting re-measures
+    only the arms that run that benchmark (here every arm runs GSM8K; none runs gsm8k_sampled)."""
+    import shutil
+
+    from conftest import ROOT
+
+    claims = tmp_path / "claims.yaml"
+    shutil.copy(ROOT / "conf" / "claims" / "eagle_topk_greedy.yaml", claims)
+    claims.write_text(claims.read_text().replace("margin", "margin").replace("(seed -18%)", "(seed: -18%)"))
+    edited = dry_run_jobs(campaign, f"experiment.claims={claims}")
+    assert "serve_bench" not in edited and "collect" not in edited and "gpu_check" not in edited, edited
+    assert edited.get("report") == 1 and edited.get("track_campaign") == 1
+    unused = dry_run_jobs(campaign, "benchmarks.gsm8k_sampled.gsm8k.num_questions=7")
+    assert "serve_bench" not in unused, unused
+    gsm8k = dry_run_jobs(campaign, "benchmarks.gsm8k.gsm8k.num_questions=23")
+    assert gsm8k.get("serve_bench") == 3 and "image" not in gsm8k and "patch_check" not in gsm8k, gsm8k
