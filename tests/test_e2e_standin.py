@@ -171,7 +171,7 @@ def test_reruns_follow_content(campaign, tmp_path):
 
     claims = tmp_path / "claims.yaml"
     shutil.copy(ROOT / "conf" / "claims" / "eagle_topk_greedy.yaml", claims)
-    claims.write_text(claims.read_text().replace("margin", "margin").replace("(seed -18%)", "(seed: -18%)"))
+    claims.write_text(claims.read_text().replace("(seed -18%)", "(the seed says -18%)"))
     edited = dry_run_jobs(campaign, f"experiment.claims={claims}")
     assert "serve_bench" not in edited and "collect" not in edited and "gpu_check" not in edited, edited
     assert edited.get("report") == 1 and edited.get("track_campaign") == 1
