@@ -180,7 +180,6 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                     markdown: Path, html: Path, analysis_json: Path, log=None,
                     arm_records: List[Path] = ()) -> Dict[str, Any]:
     import pandas as pd
-    import yaml
 
     from specrepro.analysis.analyze import analyze
     from specrepro.analysis.claims import load_claims

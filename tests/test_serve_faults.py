@@ -151,6 +151,7 @@ def test_two_campaigns_at_once_do_not_collide(arm_cfg, tmp_path):
         assert log.count("# specrepro launch ") == 1 and events[0]["launch_id"] in log
 
 
+@pytest.mark.e2e  # a whole `specrepro run` (Snakemake) is interrupted
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     behaviour = write_behaviour(tmp_path / "behaviour.json", tmp_path, step_ms=50.0)

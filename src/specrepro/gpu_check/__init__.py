@@ -15,7 +15,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Any, Dict, List, Optional
+from typing import IO, Any, Dict, List
 
 from specrepro.fileio import write_json, write_text_atomic
 from specrepro.procs import run_logged
