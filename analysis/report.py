@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 GPU_STATEMENT = (
-    "What needs a GPU: the image build on the GPU platform, one sglang server per arm with the "
-    "model's weights, and the GSM8K and bench_serving measurements against it. Those stages were "
-    "not run by this command; on a CPU machine specrepro runs the source, patch and patch_check "
-    "stages for real (the patched sglang functions execute on CPU tensors) and checks the CUDA-graph "
-    "half of the patch in source only."
+    "What needs a GPU: the image build on the GPU platform, the gpu_check of each arm (the patch's graph "
+    "capture and replay on one GPU inside the arm's image), one sglang server per arm with the model's "
+    "weights, and the GSM8K and bench_serving measurements against it. Those stages were not run by this "
+    "command; on a CPU machine specrepro runs the source, patch and patch_check stages for real (the "
+    "patched sglang functions execute on CPU tensors) and checks the CUDA-graph half of the patch in "
+    "source only."
 )
 
 
