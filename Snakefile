@@ -24,6 +24,7 @@ wildcard_constraints:
     ref=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
     series=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     arm=arm_constraint(CAMPAIGN),
+    launch=r"[1-9][0-9]*",
 
 
 # Light and network-bound jobs run where Snakemake runs (the submit host

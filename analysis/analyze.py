@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from specrepro.analysis import stats
+from specrepro.analysis import checks, stats
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 REQUIRED_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value"]
@@ -171,7 +171,8 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
                 questions: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
     g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
-    result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect}
+    result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect,
+              "arm": claim.get("arm"), "against": claim.get("against"), "arms": claim.get("arms")}
     if expect == "zero":
         arms = claim.get("arms") or sorted(g["arm"].unique())
         values = {a: g[g["arm"] == a]["value"].tolist() for a in arms}
@@ -181,7 +182,7 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
             verdict = INCONCLUSIVE
         else:
             verdict = REPRODUCED if worst == 0 else NOT_REPRODUCED
-        result.update(verdict=verdict, numbers={a: v for a, v in values.items()}, missing_arms=missing,
+        result.update(verdict=verdict, arms=arms, numbers={a: v for a, v in values.items()}, missing_arms=missing,
                       detail=f"max {metric} over arms: {worst}" + (f"; not measured: {missing}" if missing else ""))
         return result
     arm, against = claim["arm"], claim["against"]
@@ -229,21 +230,53 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
     return result
 
 
+def judge(claim: Dict[str, Any], runs: pd.DataFrame, requests: Optional[pd.DataFrame], floors: Dict,
+          questions: Optional[Dict[str, int]], invalid: Dict[str, List[str]]) -> Dict[str, Any]:
+    if claim["expect"] == "outputs_unchanged":
+        result = checks.judge_outputs_unchanged(claim, requests)
+    else:
+        result = judge_claim(claim, runs, floors, questions)
+    return checks.exclude_invalid(result, invalid)
+
+
 def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baseline: Optional[str] = None,
             claims: Optional[List[Dict[str, Any]]] = None,
             reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
-            questions: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
-    """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals."""
+            questions: Optional[Dict[str, int]] = None, invalid_arms: Optional[Dict[str, List[str]]] = None,
+            acceptance: Optional[pd.DataFrame] = None, greedy_benchmarks: List[str] = ()) -> Dict[str, Any]:
+    """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals.
+
+    `invalid_arms`: arm -> why it is not what it says (effective configuration,
+    CUDA-graph log); claims naming one are INCONCLUSIVE.  `acceptance`: verify
+    steps by drafts accepted (arm, benchmark, repeat, drafts_accepted,
+    verify_steps).  `greedy_benchmarks`: the temperature-0 benchmarks whose
+    outputs every arm is compared on against the baseline.
+    """
     runs = check_table(runs)
-    floors = noise_floors(runs, reference_repeats)
     baseline = baseline or runs["arm"].iloc[0]
+    invalid = invalid_arms or {}
+    # Arms are different launches by construction: with 2+ launches per arm the launch means are the
+    # replicates verdicts count on (their spread holds the between-launch noise), not the repeats.
+    by_launch = "launch" in runs.columns and runs["launch"].nunique() > 1
+    split = checks.launch_variance(runs) if by_launch else []
+    all_runs, runs = runs, (checks.launch_means(runs) if by_launch else runs)
+    floors = noise_floors(runs, reference_repeats)
+    agreement = [checks.greedy_output_agreement(requests, bench, arm, baseline)
+                 for bench in greedy_benchmarks
+                 for arm in runs[runs["benchmark"] == bench]["arm"].unique() if arm != baseline]
     return {
+        "invalid_arms": invalid,
+        "replicates": "launch means" if by_launch else "repeats",
+        "launch_variance": split,
+        "output_agreement": [a for a in agreement if a["pairs"]],
+        "acceptance_histograms": checks.acceptance_histograms(acceptance),
+        "speedup_attribution": checks.speedup_attribution(runs, baseline),
         "baseline": baseline,
-        "summary": summarize(runs).to_dict("records"),
+        "summary": summarize(all_runs).to_dict("records"),
         "noise_floors": [{"benchmark": b, "metric": m, **v} for (b, m), v in floors.items()],
         "deltas": deltas(runs, baseline, floors, questions),
         "gsm8k": gsm8k_tests(requests, runs),
         "tpot_bimodality": tpot_bimodality(requests),
         "flags": accept_up_tpot_worse(runs, baseline),
-        "claims": [judge_claim(c, runs, floors, questions) for c in (claims or [])],
+        "claims": [judge(c, runs, requests, floors, questions, invalid) for c in (claims or [])],
     }

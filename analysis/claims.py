@@ -5,11 +5,14 @@
         text: ...                          # what the PR says, shown in the report
         benchmark: gsm8k                   # a benchmark of the experiment
         metric: accept_length              # a metric that benchmark's kind records
-        expect: increase                   # decrease | increase | equal | not_below | zero
+        expect: increase                   # decrease | increase | equal | not_below | zero | outputs_unchanged
         arm: pr_rs_on                      # not for `zero`
         against: main_rs_on                # not for `zero`
         arms: [..]                         # `zero` only; default every arm that runs the benchmark
         margin: 0.02                       # optional: relative band for equal / not_below
+
+`outputs_unchanged` takes no metric: per question of a temperature-0 GSM8K
+benchmark, `arm`'s text must equal `against`'s (analysis/checks.py).
 
 A typo in an arm, a benchmark, a metric or `expect` is an error naming the
 file, the claim and the key, raised by `plan`, `run` and the Snakefile alike.
@@ -22,7 +25,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "zero")
+EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
                          "accept_length_metrics")
 # What each benchmark kind records per run (specrepro.serve / specrepro.bench_serving).
@@ -58,7 +61,7 @@ def load_claims(path: Optional[Path]) -> List[Dict[str, Any]]:
 
 
 def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_kinds: Dict[str, str],
-                   arm_benchmarks: Dict[str, List[str]]) -> List[str]:
+                   arm_benchmarks: Dict[str, List[str]], greedy_benchmarks=None) -> List[str]:
     """Everything wrong with `claims` against an experiment's arms, benchmarks and metrics."""
     problems: List[str] = []
     seen = set()
@@ -84,6 +87,10 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
         if bench not in benchmark_kinds:
             problems.append(f"{where}.benchmark: {bench!r} is not a benchmark of this experiment "
                             f"({', '.join(benchmark_kinds)})")
+        elif expect == "outputs_unchanged":
+            if greedy_benchmarks is not None and bench not in greedy_benchmarks:
+                problems.append(f"{where}.benchmark: {bench!r} is not a temperature-0 GSM8K benchmark; "
+                                f"`outputs_unchanged` compares greedy outputs ({', '.join(sorted(greedy_benchmarks))})")
         else:
             metric = claim.get("metric")
             known = KIND_METRICS.get(benchmark_kinds[bench], ())

@@ -62,3 +62,24 @@ def tpot_distributions(requests) -> List[str]:
     ax.set_title("bench_serving per-token latency by arm")
     ax.legend(fontsize=7)
     return [_png(fig)]
+
+
+def acceptance_histograms(analysis: Dict[str, Any]) -> List[str]:
+    """Per benchmark: each arm's share of verify steps by drafts accepted, bars side by side."""
+    out = []
+    hists = analysis.get("acceptance_histograms") or []
+    for bench in dict.fromkeys(h["benchmark"] for h in hists):
+        rows = [h for h in hists if h["benchmark"] == bench]
+        width = max(len(h["verify_steps"]) for h in rows)
+        fig, ax = plt.subplots(figsize=(6, 3))
+        bar = 0.8 / len(rows)
+        for k, h in enumerate(rows):
+            shares = [n / h["total"] for n in h["verify_steps"]] + [0.0] * (width - len(h["verify_steps"]))
+            ax.bar(np.arange(width) + k * bar, shares, width=bar, label=h["arm"])
+        ax.set_xticks(np.arange(width) + bar * (len(rows) - 1) / 2, [str(i) for i in range(width)])
+        ax.set_xlabel("drafts accepted in a verify step")
+        ax.set_ylabel("share of verify steps")
+        ax.set_title(f"{bench}: acceptance histogram by arm")
+        ax.legend(fontsize=7)
+        out.append(_png(fig))
+    return out

@@ -18,6 +18,11 @@ GPU_STATEMENT = (
 )
 
 
+def table_head(*cells: str) -> List[str]:
+    """A markdown table's header and separator lines."""
+    return ["| " + " | ".join(cells) + " |", "|" + " --- |" * len(cells)]
+
+
 def cpu_stages_report(cfg: Dict[str, Any], verdict_paths: List[Path]) -> str:
     lines = [
         f"# {cfg['experiment']['name']}: CPU stages",
@@ -72,7 +77,7 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
     lines: List[str] = []
     for title, bench, columns in SEED_TABLES:
         header = ["arm"] + [h for h, _, _, seed in columns for h in ((h, "seed") if seed else (h,))]
-        lines += [f"### {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        lines += [f"### {title}", "", *table_head(*header)]
         for arm in cfg["experiment"]["arms"]:
             published = ref.get(arm, {}).get(bench, {})
             cells = [arm]
@@ -91,7 +96,7 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
 
 
 def claims_table(analysis: Dict[str, Any]) -> str:
-    lines = ["| claim | verdict | numbers |", "| --- | --- | --- |"]
+    lines = table_head("claim", "verdict", "numbers")
     for c in analysis["claims"]:
         lines.append(f"| {c['text'] or c['id']} | **{c['verdict']}** | {c.get('detail', '')} |")
     return "\n".join(lines)
@@ -101,7 +106,7 @@ HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms",
 
 
 def noise_table(analysis: Dict[str, Any]) -> str:
-    lines = ["| benchmark | metric | noise floor (CV) | from |", "| --- | --- | --- | --- |"]
+    lines = table_head("benchmark", "metric", "noise floor (CV)", "from")
     for n in analysis["noise_floors"]:
         if n["metric"] not in HEADLINE_METRICS:
             continue
@@ -126,7 +131,7 @@ def stage_costs_table(results_dir: Path) -> str:
         rows.append(f"| {job} | {float(last['s']):.1f} | {rss if rss in ('', '-', 'NA') else f'{float(rss):.0f}'} |")
     if not rows:
         return ""
-    return "\n".join(["| job | wall time (s) | peak RSS (MB) |", "| --- | --- | --- |", *rows])
+    return "\n".join([*table_head("job", "wall time (s)", "peak RSS (MB)"), *rows])
 
 
 def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> str:
@@ -136,8 +141,7 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> st
     if not arm_records:
         return ""
     lines = ["### Where this ran (measured inside each arm's image)", "",
-             "| arm | host | GPUs granted | facts from | " + " | ".join(FINGERPRINT_KEYS) + " |",
-             "|" + " --- |" * (4 + len(FINGERPRINT_KEYS))]
+             *table_head("arm", "host", "GPUs granted", "facts from", *FINGERPRINT_KEYS)]
     fps = {}
     for rec in arm_records:
         fp = rec.get("fingerprint") or {}
@@ -177,22 +181,150 @@ def placement_statement(cfg: Dict[str, Any]) -> str:
     return "Placement `exclusive`: one measuring arm per node at a time."
 
 
+def arm_checks_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
+    """Per arm: did /server_info and the decode log confirm what it asked for; accept-length consistency per run."""
+    if not arm_records:
+        return ""
+    lines = ["### Did each arm run what it says", "",
+             "From each launch's `/server_info` (resolved server arguments, version) and the decode log's "
+             "`cuda graph:` field; an invalid arm's numbers stay in the tables but no claim is judged on them.", "",
+             *table_head("arm", "valid", "decode lines `cuda graph: True` / `False`", "problems")]
+    for rec in arm_records:
+        validity = rec.get("validity") or {"valid": None, "problems": ["not checked (recorded before this check)"]}
+        on = off = 0
+        for run in (run_records.get(rec["arm"]) or {}).values():
+            lines_by = ((run.get("accept_length_sources") or {}).get("decode_log") or {}).get("cuda_graph_lines") or {}
+            on, off = on + lines_by.get("True", 0), off + lines_by.get("False", 0)
+        problems = "; ".join(validity.get("problems") or []) or "-"
+        mark = {True: "yes", False: "**no**", None: "unknown"}[validity.get("valid")]
+        lines.append(f"| {rec['arm']} | {mark} | {on} / {off} | {escape(problems)[:600]} |")
+    flagged = []
+    for arm, runs in run_records.items():
+        for stem, run in runs.items():
+            c = run.get("accept_length_consistency") or {}
+            if c and not c.get("consistent", True):
+                parts = [f"{k}: relative gap {v.get('relative_gap', 0):.1%}"
+                         + (f", {v.get('histogram_mismatches')} histogram and {v.get('token_count_mismatches')} "
+                            f"token-count mismatches" if k == "meta_info" else
+                            f", {v.get('inconsistent_lines')} of {v.get('lines')} lines off")
+                         for k, v in c.items() if isinstance(v, dict) and v.get("checked") and not v.get("consistent")]
+                flagged.append(f"- **{arm} {stem}: accept length and accept rate disagree** ({'; '.join(parts)})")
+    lines += ["", "Accept length against accept rate (sglang 0.5.20: decode log accept len = 1 + rate x "
+              "(num_draft_tokens - 1); meta_info Σ histogram = verify steps, Σ i x histogram[i] = correct drafts, "
+              "completion = 1 + correct + verify steps less the last step's overrun): "
+              + ("every run consistent." if not flagged else "")] + flagged
+    return "\n".join(lines)
+
+
+def output_agreement_section(analysis: Dict[str, Any]) -> str:
+    rows = analysis.get("output_agreement") or []
+    if not rows:
+        return ""
+    lines = ["### Greedy outputs against the baseline", "",
+             "Per GSM8K question at temperature 0, each arm's text against the baseline arm's (same repeat).", "",
+             *table_head("benchmark", "arm", "against", "identical", "match rate", "questions that differ")]
+    for a in rows:
+        qs = sorted({d["request"] for d in a["differing"]})
+        lines.append(f"| {a['benchmark']} | {a['arm']} | {a['against']} | {a['identical']} of {a['pairs']} | "
+                     f"{a['match_rate']:.1%} | {', '.join(map(str, qs[:30])) or '-'}"
+                     f"{' ...' if len(qs) > 30 else ''} |")
+        unstable = a.get("baseline_unstable") or []
+        if unstable:
+            lines.append(f"| | | | | | {a['against']} differs from itself across repeats on {len(unstable)} |")
+    for a in rows:
+        for d in a["differing"][:10]:
+            lines += ["", f"- {a['arm']} question {d['request']} r{d['repeat']}, first difference at character "
+                          f"{d['first_difference_at']}:", f"  - {a['against']}: `{d['baseline']}`",
+                      f"  - {a['arm']}: `{d['arm']}`"]
+    return "\n".join(lines)
+
+
+def acceptance_section(analysis: Dict[str, Any]) -> str:
+    hists = analysis.get("acceptance_histograms") or []
+    if not hists:
+        return ""
+    width = max(len(h["verify_steps"]) for h in hists)
+    lines = ["### Acceptance per verify step", "",
+             "Share of verify steps that accepted i drafts (meta_info `spec_correct_drafts_histogram`, pooled).", "",
+             *table_head("arm", "benchmark", "verify steps", *map(str, range(width)), "tokens / verify")]
+    for h in hists:
+        shares = [f"{n / h['total']:.1%}" for n in h["verify_steps"]] + ["-"] * (width - len(h["verify_steps"]))
+        lines.append(f"| {h['arm']} | {h['benchmark']} | {h['total']} | " + " | ".join(shares)
+                     + f" | {h['mean_tokens_per_verify']:.3f} |")
+    return "\n".join(lines)
+
+
+def attribution_section(analysis: Dict[str, Any]) -> str:
+    rows = analysis.get("speedup_attribution") or []
+    if not rows:
+        return ""
+    lines = ["### Where the speed comes from", "",
+             "Output tok/s = accept length x verify steps per second: each arm's change against the baseline, "
+             "split (log scale) into its accept-length part and its step-rate part (a slower kernel shows in the "
+             "latter).", "",
+             *table_head("arm", "against", "output tok/s", "from accept length", "from step rate",
+                         "verify steps/s (arm, baseline)")]
+    for r in rows:
+        lines.append(f"| {r['arm']} | {r['baseline']} | {r['throughput_change']:+.2%} | {r['accept_length_part']:+.2%} | "
+                     f"{r['step_rate_part']:+.2%} | {r['verify_steps_per_s']:.1f}, {r['baseline_verify_steps_per_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """With 2+ launches per arm: the order they ran in, and the noise split into its two parts."""
+    records = []
+    for path in sorted(Path(cfg["results_dir"], "arms").glob("*/launches/*.json")):
+        records.append(json.loads(path.read_text()))
+    if not records and not analysis.get("launch_variance"):
+        return ""
+    order = sorted(records, key=lambda r: r.get("started") or 0)
+    lines = ["### Launches", "",
+             f"Each arm was launched {cfg['experiment'].get('launches', 1)} times, interleaved; verdicts count "
+             f"launch means as replicates ({analysis.get('replicates')}), so launch-to-launch noise is in every interval.",
+             "", "Order as run: " + " ".join(f"{r['arm']}#{r['launch']}" for r in order), "",
+             *table_head("arm", "benchmark", "metric", "launches", "repeats per launch", "within-launch CV",
+                         "between-launch CV")]
+    for v in analysis.get("launch_variance") or []:
+        if v["metric"] not in HEADLINE_METRICS:
+            continue
+        cells = [f"{x:.2%}" if x is not None else "-" for x in (v["within_launch_cv"], v["between_launch_cv"])]
+        lines.append(f"| {v['arm']} | {v['benchmark']} | {v['metric']} | {v['launches']} | "
+                     f"{v['repeats_per_launch']:g} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def run_records_of(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """arm -> run stem -> run.json, for the runs each arm record holds."""
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for rec in arm_records:
+        arm_dir = Path(cfg["results_dir"]) / "arms" / rec["arm"]
+        out[rec["arm"]] = {stem: json.loads((arm_dir / stem / "run.json").read_text())
+                           for stem in rec.get("runs") or {} if (arm_dir / stem / "run.json").is_file()}
+    return out
+
+
 def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
                     markdown: Path, html: Path, analysis_json: Path, log=None,
-                    arm_records: List[Path] = ()) -> Dict[str, Any]:
+                    arm_records: List[Path] = (), acceptance_csv: Path = None) -> Dict[str, Any]:
     import pandas as pd
 
     from specrepro.analysis.analyze import analyze
     from specrepro.analysis.claims import load_claims
+    from specrepro.effective_config import invalid_arms
 
     records = [json.loads(Path(p).read_text()) for p in arm_records]
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
+    acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = [c for c in load_claims(claims_path) if c["id"] not in skipped]
     questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
+    greedy = [b for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k" and v["gsm8k"]["temperature"] == 0]
     analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
-                       cfg["experiment"].get("reference_repeats"), questions)
+                       cfg["experiment"].get("reference_repeats"), questions,
+                       invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),
+                       acceptance=acceptance, greedy_benchmarks=greedy)
+    run_records = run_records_of(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
     warnings = [b["per_token"]["warning"] for b in analysis["tpot_bimodality"] if b["per_token"]["warning"]]
@@ -218,6 +350,11 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "",
         noise_table(analysis),
     ]
+    for section in (launches_section(cfg, analysis), arm_checks_section(records, run_records),
+                    output_agreement_section(analysis),
+                    acceptance_section(analysis), attribution_section(analysis)):
+        if section:
+            parts += ["", section]
     if warnings:
         parts += ["", "### TPOT distribution", ""] + [f"- {w}" for w in warnings]
     if analysis["flags"]:
@@ -239,12 +376,14 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
 
 
 def render_html(markdown_text: str, runs, requests, analysis) -> str:
-    from specrepro.analysis.plots import bars_with_ci, tpot_distributions
+    from specrepro.analysis.plots import acceptance_histograms, bars_with_ci, tpot_distributions
 
     body = [f"<pre style='white-space: pre-wrap'>{escape(markdown_text)}</pre>"]
     for fig in bars_with_ci(analysis):
         body.append(f"<img alt='per-arm bars' src='data:image/png;base64,{fig}'/>")
     for fig in tpot_distributions(requests):
         body.append(f"<img alt='TPOT distribution' src='data:image/png;base64,{fig}'/>")
+    for fig in acceptance_histograms(analysis):
+        body.append(f"<img alt='acceptance histogram' src='data:image/png;base64,{fig}'/>")
     return "<!doctype html><html><head><meta charset='utf-8'><title>specrepro report</title></head><body>" + \
         "\n".join(body) + "</body></html>\n"

@@ -73,6 +73,33 @@ def test_three_accept_length_sources_agree(campaign):
         assert sources["decode_log"]["lines"] > 0
 
 
+def test_each_arm_ran_what_it_says(campaign):
+    for arm in ("main_rs_off", "main_rs_on", "pr_rs_on"):
+        record = json.loads((campaign["results"] / "arms" / arm / "arm.json").read_text())
+        assert record["validity"] == {"valid": True, "problems": []}, record["validity"]
+        (check,) = record["effective_config"]
+        assert check["valid"] and check["version"] == {"pinned": "0.5.20", "reported": "0.5.20"}
+        assert check["requested"]["tp_size"] == 4
+        assert ("speculative_use_rejection_sampling" in check["requested"]) == (arm != "main_rs_off")
+        run = json.loads((campaign["results"] / "arms" / arm / "gsm8k" / "r1" / "run.json").read_text())
+        lines = run["accept_length_sources"]["decode_log"]["cuda_graph_lines"]
+        assert lines["True"] > 0 and lines["False"] == 0
+        assert run["accept_length_consistency"]["consistent"] is True
+        assert run["accept_length_consistency"]["meta_info"]["requests"] == 24
+        assert sum(run["acceptance_histogram"]) == sum(r["spec_verify_ct"] for r in run["requests"])
+        log = (campaign["results"] / "arms" / arm / "server.log").read_text()
+        assert "--decode-log-interval" not in log.split("\n", 1)[0]  # sglang's default interval
+    acceptance = pd.read_csv(campaign["results"] / "tables" / "acceptance.csv")
+    assert set(acceptance.arm) == {"main_rs_off", "main_rs_on", "pr_rs_on"}
+
+
+def test_warm_up_is_shaped_like_the_benchmarks(campaign):
+    log = (campaign["results"] / "logs" / "serve_bench" / "pr_rs_on.log").read_text()
+    # gsm8k: max(serve.warmup_requests=1, parallel=8) at its concurrency; bench_serving: max(1, concurrency 1)
+    assert "warm-up for gsm8k: 8 requests at concurrency 8" in log
+    assert "warm-up for bench_serving: 1 requests at concurrency 1" in log
+
+
 def test_patched_arm_restores_accept_length(campaign):
     runs = pd.read_csv(campaign["results"] / "tables" / "runs.csv")
     al = runs[(runs.benchmark == "gsm8k") & (runs.metric == "accept_length")].set_index("arm")["value"]
@@ -89,13 +116,20 @@ def test_report_and_verdicts(campaign):
     verdicts = {c["id"]: c["verdict"] for c in analysis["claims"]}
     assert verdicts["rs_costs_accept_length"] == "REPRODUCED"
     assert verdicts["pr_raises_accept_length"] == "REPRODUCED"
+    assert verdicts["pr_keeps_greedy_outputs"] == "REPRODUCED"  # the stand-in answers the same text in every arm
+    for section in ("### Did each arm run what it says", "### Greedy outputs against the baseline",
+                    "### Acceptance per verify step", "### Where the speed comes from"):
+        assert section in report, section
+    attribution = {r["arm"]: r for r in analysis["speedup_attribution"]}
+    assert attribution["main_rs_on"]["accept_length_part"] < -0.1  # the stand-in's RS loss is all accept length
     assert "nocg_fixed_without_patch" not in verdicts  # those arms were not run here: skipped, and said so
     assert "Not judged in this campaign (experiment.skip_claims): " in report and "nocg_fixed_without_patch" in report
     assert "## gpu_check: arm pr_rs_on (patched" in report and "## gpu_check: arm main_rs_on (control" in report
     assert "The graph half was not executed here: it needs a GPU." in report
     assert "### Provenance" in report and "| serve_bench/pr_rs_on |" in report
     html = (campaign["results"] / "report" / "report.html").read_text()
-    assert html.count("data:image/png;base64,") >= 3
+    assert html.count("data:image/png;base64,") >= 4
+    assert "alt='acceptance histogram'" in html
 
 
 def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):

@@ -1,12 +1,15 @@
 """The real MLflow UI on a campaign's store, looked at in headless Chromium.
 
 Uses the stand-in campaign of test_e2e_standin (its SQLite store), starts
-`mlflow ui` on it, and checks in Debian's Chromium that the page lists the
-campaign's runs and shows a run's metrics.  .ci/run installs chromium.
+`mlflow ui` on it, and checks in Debian's Chromium, in a new browser profile
+(a user who never opened MLflow), what the campaign's dashboard link shows
+without a click, and that the plain runs page lists the campaign's runs.
+.ci/run installs chromium.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -28,13 +31,13 @@ def mlflow_ui(campaign):  # noqa: F811
         yield url
 
 
-def dump_dom(url: str, tmp_path: Path) -> str:
+def dump_dom(url: str, tmp_path: Path, window: str = "1600,1200") -> str:
     if CHROMIUM is None:
         pytest.fail("chromium is not installed: .ci/run installs Debian's chromium (apt-get)")
     out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=20000",
-                          "--window-size=1600,1200", f"--screenshot={tmp_path / 'page.png'}", "--dump-dom", url],
+                          f"--window-size={window}", f"--screenshot={tmp_path / 'page.png'}", "--dump-dom", url],
                          capture_output=True, text=True, timeout=120)
     return out.stdout
 
@@ -56,3 +59,34 @@ def test_ui_lists_the_campaign_runs_and_metrics(mlflow_ui, tmp_path):
     assert "pr_rs_on/gsm8k/r1" in dom
     for metric in ("accept_length", "accept_length_decode_log", "accept_length_meta_info", "accuracy", "invalid_rate"):
         assert metric in dom, f"metric {metric} not shown"
+
+
+def js_number(value: float) -> str:
+    """A float as the UI's JavaScript prints it (shortest round-trip; integers without `.0`)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def test_dashboard_link_shows_one_row_per_arm_with_headline_metrics(mlflow_ui, campaign, tmp_path):  # noqa: F811
+    from mlflow.tracking import MlflowClient
+
+    logged = json.loads((campaign["results"] / "tracking" / "campaign.json").read_text())
+    # The link the track stage printed, for `mlflow ui` on its default address: here on the test's port.
+    link = logged["dashboard"]
+    assert link.startswith("http://127.0.0.1:5000/#/experiments/") and "workflowType=machine_learning" in link
+    dom = dump_dom(link.replace("http://127.0.0.1:5000", mlflow_ui), tmp_path, window="1900,700")
+    shutil.copy(tmp_path / "page.png", campaign["results"] / "dashboard.png")  # kept with the campaign, for a look
+    text = re.sub(r"<[^>]+>", " ", dom)
+    # The model-training runs page (not the GenAI overview), one folded row per arm.
+    assert "Group by: arm" in text and "Traces" in text
+    client = MlflowClient(mlflow_ui)
+    exp = client.get_experiment_by_name("specrepro/eagle_topk_greedy")
+    arm_runs = {r.info.run_name: r for r in client.search_runs([exp.experiment_id], "tags.arm != ''")
+                if r.info.run_name in ("main_rs_off", "main_rs_on", "pr_rs_on")}
+    assert sorted(arm_runs) == ["main_rs_off", "main_rs_on", "pr_rs_on"]
+    for arm, run in arm_runs.items():
+        assert f"Group: {arm}" in text, f"no row for arm {arm}"
+        # The headline numbers are in the row, without a click: means over repeats, and the claim counts.
+        for metric in ("gsm8k.accept_length", "bench_serving.output_throughput", "claims.reproduced"):
+            assert js_number(run.data.metrics[metric]) in text, f"{arm}: {metric} not shown"
+    assert text.count("(average)") >= 3 * 4  # the folded rows show values, not placeholders
+    assert "matching runs" in text

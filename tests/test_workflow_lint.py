@@ -13,8 +13,10 @@ from conftest import ROOT
 BIN = Path(sys.executable).parent
 
 
-def test_snakemake_lint_is_clean(tmp_path):
-    out = subprocess.run([str(BIN / "snakemake"), "--lint", "--config", f"overrides=[results_dir={tmp_path}]"],
+@pytest.mark.parametrize("launches", [1, 2])  # 2: the per-launch rules (serve_launch) take part
+def test_snakemake_lint_is_clean(tmp_path, launches):
+    out = subprocess.run([str(BIN / "snakemake"), "--lint", "--config",
+                          f"overrides=[results_dir={tmp_path},experiment.launches={launches}]"],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Congratulations" in out.stdout + out.stderr

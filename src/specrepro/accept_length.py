@@ -8,7 +8,22 @@
     One line per --decode-log-interval decode steps; `accept len` is accepted
     tokens per verify over those steps.  Weighting lines by #running-req gives
     Σ accepted / Σ verifies over the window (exact at interval 1).
-(b) per-request meta_info: Σ completion_tokens / Σ spec_verify_ct.
+    The same source fixes how the two numbers relate: accept len =
+    accepted / verifies and accept rate = correct drafts / (verifies x d), with
+    d = speculative_num_draft_tokens - 1 (else speculative_num_steps); every
+    verify commits its correct drafts plus one bonus token, so
+    accept len = 1 + accept rate x d, up to the two-decimal rounding.
+    `cuda graph: True|False` says whether the logged batch ran a CUDA graph
+    (counted for every Decode-batch line, speculative or not).
+(b) per-request meta_info: 1 + Σ correct drafts / Σ spec_verify_ct (see
+    `from_meta_info`).  sglang 0.5.20
+    (managers/tokenizer_manager.py, schedule_batch.py) reports per request
+    spec_verify_ct, spec_num_correct_drafts, spec_num_proposed_drafts =
+    verify_ct x (num_draft_tokens - 1) and spec_correct_drafts_histogram
+    (entry i: verify steps that accepted i drafts), so Σ histogram = verify_ct
+    and Σ i x histogram[i] = correct drafts; completion_tokens = 1 (the prefill
+    token) + correct + verify_ct, less what the last step accepted past the
+    request's end (0 .. num_draft_tokens - 1).
 (c) /metrics counter deltas (when the server runs with --enable-metrics).
 """
 
@@ -27,6 +42,7 @@ DECODE = re.compile(
 # A Decode-batch line that is not whole (truncated, interleaved): counted, never parsed.
 DECODE_START = re.compile(r"Decode batch")
 TAIL = re.compile(r"#queue-req: \d+")
+CUDA_GRAPH = re.compile(r", cuda graph: (True|False),")
 
 # Disagreement between sources above this fraction is flagged.
 DISAGREEMENT = 0.02
@@ -40,6 +56,17 @@ class DecodeLogStats:
     malformed: int = 0
     rank: Optional[str] = None
     values: List[float] = field(default_factory=list)
+    rates: List[float] = field(default_factory=list)
+    running: List[int] = field(default_factory=list)
+    # rank -> {"True": lines, "False": lines}
+    cuda_graph_by_rank: Dict[str, Dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def cuda_graph_lines(self) -> Dict[str, int]:
+        """`cuda graph:` counts of the counted rank (of the first rank seen when no line was speculative)."""
+        if self.rank is not None:
+            return dict(self.cuda_graph_by_rank.get(self.rank, {}))
+        return dict(next(iter(self.cuda_graph_by_rank.values()), {}))
 
     @property
     def accept_length(self) -> Optional[float]:
@@ -52,6 +79,7 @@ class DecodeLogStats:
             "malformed_lines": self.malformed,
             "rank": self.rank,
             "unweighted_mean": sum(self.values) / len(self.values) if self.values else None,
+            "cuda_graph_lines": self.cuda_graph_lines,
         }
 
 
@@ -68,6 +96,10 @@ def parse_decode_lines(lines: Iterable[str]) -> DecodeLogStats:
             continue
         ranks = m.group("ranks").strip()
         msg = m.group("msg")
+        graph = CUDA_GRAPH.search(msg)
+        if graph and msg.startswith("Decode batch") and TAIL.search(msg) and len(DECODE_START.findall(msg)) == 1:
+            per_rank = stats.cuda_graph_by_rank.setdefault(ranks, {"True": 0, "False": 0})
+            per_rank[graph.group(1)] += 1
         d = DECODE.match(msg)
         if not d or not TAIL.search(msg) or len(DECODE_START.findall(msg)) != 1:
             # Not a spec decode line (no accept len) is no error; anything else is.
@@ -83,6 +115,8 @@ def parse_decode_lines(lines: Iterable[str]) -> DecodeLogStats:
         value = float(d.group("accept_len"))
         stats.lines += 1
         stats.values.append(value)
+        stats.rates.append(float(d.group("accept_rate")))
+        stats.running.append(running)
         stats.weighted_sum += value * running
         stats.weight += running
     return stats
@@ -97,8 +131,15 @@ def read_window(log_path: Path, start: int, end: Optional[int] = None) -> List[s
 
 
 def from_meta_info(records: Iterable[Dict]) -> Dict:
-    """Σ completion_tokens / Σ spec_verify_ct over requests that report both."""
-    tokens = verifies = used = 0
+    """Tokens committed per verify step, over requests that report their counts.
+
+    1 + Σ spec_num_correct_drafts / Σ spec_verify_ct where every request reports
+    its correct drafts: the decode log's definition (drafts plus the bonus token
+    per step).  Otherwise Σ completion_tokens / Σ spec_verify_ct (sglang's own
+    per-request spec_accept_length), which also counts each request's prefill
+    token: higher by about one token per request's verify count.
+    """
+    tokens = verifies = correct = used = with_correct = 0
     for rec in records:
         meta = rec.get("meta_info") or rec
         ct, vc = meta.get("completion_tokens"), meta.get("spec_verify_ct")
@@ -107,7 +148,16 @@ def from_meta_info(records: Iterable[Dict]) -> Dict:
         tokens += int(ct)
         verifies += int(vc)
         used += 1
-    return {"accept_length": tokens / verifies if verifies else None, "requests": used,
+        if meta.get("spec_num_correct_drafts") is not None:
+            correct += int(meta["spec_num_correct_drafts"])
+            with_correct += 1
+    if not verifies:
+        value, definition = None, None
+    elif with_correct == used:
+        value, definition = 1 + correct / verifies, "1 + correct drafts / verify steps"
+    else:
+        value, definition = tokens / verifies, "completion tokens / verify steps"
+    return {"accept_length": value, "definition": definition, "requests": used,
             "completion_tokens": tokens, "spec_verify_ct": verifies}
 
 
@@ -151,3 +201,68 @@ def agreement(values: Dict[str, Optional[float]], tolerance: float = DISAGREEMEN
     lo, hi = min(present.values()), max(present.values())
     spread = (hi - lo) / hi if hi else 0.0
     return {"agree": spread <= tolerance, "max_relative_spread": spread, "sources": sorted(present)}
+
+
+# The decode log prints both numbers to two decimals: a line is consistent when
+# accept len and 1 + rate x d agree within that rounding.
+ROUNDING = 0.005
+
+
+def decode_consistency(stats: DecodeLogStats, drafts_per_verify: Optional[int]) -> Dict:
+    """accept len against 1 + accept rate x d, per line and weighted over the window."""
+    if not stats.values or not drafts_per_verify:
+        return {"checked": False, "lines": len(stats.values), "drafts_per_verify": drafts_per_verify}
+    d = drafts_per_verify
+    tolerance = ROUNDING * (1 + d) + 1e-9
+    off = sum(1 for v, r in zip(stats.values, stats.rates) if abs(v - (1 + r * d)) > tolerance)
+    weight = sum(stats.running)
+    from_len = sum(v * w for v, w in zip(stats.values, stats.running)) / weight
+    from_rate = sum((1 + r * d) * w for r, w in zip(stats.rates, stats.running)) / weight
+    gap = abs(from_len - from_rate) / from_len if from_len else 0.0
+    return {"checked": True, "lines": len(stats.values), "inconsistent_lines": off, "drafts_per_verify": d,
+            "accept_length": from_len, "accept_length_from_rate": from_rate, "relative_gap": gap,
+            "consistent": gap <= DISAGREEMENT and off <= 0.05 * len(stats.values)}
+
+
+def meta_info_consistency(records: Iterable[Dict], num_draft_tokens: Optional[int]) -> Dict:
+    """Per request, meta_info's counts against each other (identities of sglang 0.5.20's accounting)."""
+    checked = bad_histogram = bad_tokens = 0
+    tokens = verifies = correct = 0
+    examples: List[Dict] = []
+    for rec in records:
+        vc, ct, cd = rec.get("spec_verify_ct"), rec.get("completion_tokens"), rec.get("spec_num_correct_drafts")
+        if not vc or ct is None or cd is None:
+            continue
+        checked += 1
+        tokens, verifies, correct = tokens + ct, verifies + vc, correct + cd
+        hist = rec.get("spec_correct_drafts_histogram")
+        if hist is not None and (sum(hist) != vc or sum(i * n for i, n in enumerate(hist)) != cd):
+            bad_histogram += 1
+            if len(examples) < 5:
+                examples.append({"request": rec.get("index"), "verify_ct": vc, "correct": cd, "histogram": hist})
+        overshoot = 1 + cd + vc - ct
+        if num_draft_tokens and not 0 <= overshoot <= num_draft_tokens - 1:
+            bad_tokens += 1
+            if len(examples) < 5:
+                examples.append({"request": rec.get("index"), "completion_tokens": ct, "verify_ct": vc, "correct": cd})
+    if not checked:
+        return {"checked": False, "requests": 0}
+    from_tokens = tokens / verifies
+    from_correct = 1 + correct / verifies
+    gap = abs(from_tokens - from_correct) / from_tokens
+    return {"checked": True, "requests": checked, "accept_length": from_tokens,
+            "accept_length_from_correct": from_correct, "relative_gap": gap,
+            "histogram_mismatches": bad_histogram, "token_count_mismatches": bad_tokens, "examples": examples,
+            # the gap is shown, not judged: the prefill token moves a short request's ratio by 1 / verify_ct
+            "consistent": bad_histogram == 0 and bad_tokens == 0}
+
+
+def pooled_histogram(records: Iterable[Dict]) -> List[int]:
+    """spec_correct_drafts_histogram summed over requests: verify steps by drafts accepted."""
+    total: List[int] = []
+    for rec in records:
+        for i, n in enumerate(rec.get("spec_correct_drafts_histogram") or []):
+            if i >= len(total):
+                total.extend([0] * (i + 1 - len(total)))
+            total[i] += int(n)
+    return total

@@ -25,10 +25,12 @@ class BenchRun:
     arm: str
     benchmark: str
     repeat: int
+    # 0: the arm's only launch (experiment.launches = 1); else which of its launches serves this run
+    launch: int = 0
 
     @property
     def stem(self) -> str:
-        return f"{self.benchmark}/r{self.repeat}"
+        return f"{self.benchmark}/r{self.repeat}" if not self.launch else f"launch{self.launch}/{self.benchmark}/r{self.repeat}"
 
 
 class Campaign:
@@ -87,12 +89,40 @@ class Campaign:
         own = self.cfg["benchmarks"][benchmark].get("repeats")
         return own if own is not None else self.experiment["repeats"]
 
-    def bench_runs(self, arm: str) -> List[BenchRun]:
+    @property
+    def launches(self) -> int:
+        return int(self.experiment.get("launches") or 1)
+
+    def bench_runs(self, arm: str, launch: Optional[int] = None) -> List[BenchRun]:
+        """The arm's runs (of one launch when `launch` is given); with one launch per arm, launch 0."""
+        launches = [0] if self.launches == 1 else ([launch] if launch else range(1, self.launches + 1))
         return [
-            BenchRun(arm, b, r)
+            BenchRun(arm, b, r, lt)
+            for lt in launches
             for b in self.arm(arm)["benchmarks"]
             for r in range(1, self.repeats(b) + 1)
         ]
+
+    def launch_order(self) -> List[tuple]:
+        """(arm, launch) in the order they run: arms forward, then backward (A B C C B A ...).
+
+        Interleaving spreads slow drift (clocks, thermals, other tenants) over every
+        arm instead of loading it onto whichever arm ran last.
+        """
+        order = []
+        for n in range(1, self.launches + 1):
+            arms = self.arms if n % 2 else list(reversed(self.arms))
+            order += [(a, n) for a in arms]
+        return order
+
+    def previous_launch(self, arm: str, launch: int) -> List[str]:
+        """The launch record this launch waits for (the one before it in `launch_order`)."""
+        order = self.launch_order()
+        i = order.index((arm, int(launch)))
+        if i == 0:
+            return []
+        prev_arm, prev_launch = order[i - 1]
+        return [str(self.arm_dir(prev_arm) / "launches" / f"{prev_launch}.json")]
 
     def benchmark(self, name: str) -> Dict[str, Any]:
         return self.cfg["benchmarks"][name]
@@ -123,11 +153,21 @@ class Campaign:
         merged.update(self.arm(arm).get("extra_server_args") or {})
         return merged
 
+    def requested_fields(self, arm: str) -> Dict[str, Any]:
+        """The arm's server arguments by ServerArgs field, as /server_info must report them back."""
+        from specrepro.effective_config import requested_fields
+
+        return requested_fields(self.server_args(arm), load_table(self.cfg["sglang"]["version"], self.cache_dir),
+                                self.cfg["serve"])
+
     def server_flags(self, arm: str, host: str, port: int) -> List[str]:
         table = load_table(self.cfg["sglang"]["version"], self.cache_dir)
         serve = self.cfg["serve"]
         flags = render_flags(self.server_args(arm), table)
-        flags += ["--host", host, "--port", str(port), "--decode-log-interval", str(serve["decode_log_interval"])]
+        flags += ["--host", host, "--port", str(port)]
+        if serve["decode_log_interval"] is not None:
+            # unset: sglang's own default (40), so the log costs the measured server what it costs users
+            flags += ["--decode-log-interval", str(serve["decode_log_interval"])]
         if serve["enable_metrics"]:
             flags.append("--enable-metrics")
         return flags
@@ -280,4 +320,46 @@ class Campaign:
             for run in self.bench_runs(arm):
                 out = str(self.arm_dir(arm) / run.stem)
                 lines.append(f"bench {run.benchmark} r{run.repeat}: " + shlex.join(launcher.client_argv(ctx, run, out)))
+        lines += ["", *self.describe_launches(), "", *self.describe_decidability()]
         return "\n".join(lines)
+
+    def describe_launches(self) -> List[str]:
+        """How many server launches the campaign costs, and in which order they run."""
+        n = len(self.arms) * self.launches
+        load = float(self.cfg["serve"].get("expected_load_s") or 0)
+        lines = [f"## launches: {self.launches} per arm, {n} in all; loading costs about {n} x {load:.0f} s = "
+                 f"{n * load / 60:.0f} min (serve.expected_load_s) before any measurement"]
+        if self.launches > 1:
+            lines.append("order (interleaved; verdicts use the between-launch noise): "
+                         + " ".join(f"{a}#{k}" for a, k in self.launch_order()))
+        return lines
+
+    def decidability(self) -> List[Dict[str, Any]]:
+        """Per judged claim: the smallest effect this configuration can resolve (analysis.checks.decidability)."""
+        from specrepro.analysis.analyze import DEFAULT_MARGIN, FALLBACK_NOISE
+        from specrepro.analysis.checks import decidability
+        from specrepro.analysis.claims import load_claims
+
+        skip = set(self.experiment.get("skip_claims") or [])
+        claims = [c for c in load_claims(self.claims_path) if c["id"] not in skip]
+        # With 2+ launches the replicates are launch means (analysis.analyze): n = launches.
+        n = {b: (self.launches if self.launches > 1 else self.repeats(b)) for b in self.cfg["benchmarks"]}
+        return decidability(claims, self.cfg["benchmarks"], n,
+                            self.experiment.get("reference") or {}, self.experiment.get("reference_repeats") or {},
+                            FALLBACK_NOISE, default_margin=DEFAULT_MARGIN)
+
+    def describe_decidability(self) -> List[str]:
+        lines = ["## decidability: the smallest relative effect each claim's 95% interval resolves "
+                 "(t at the noise floor's degrees of freedom; n = repeats, and distinct questions for proportions)"]
+        for d in self.decidability():
+            if d.get("resolvable") is None:
+                lines.append(f"claim {d['id']}: {d['note']}")
+                continue
+            expected = f", published effect {d['expected']:+.1%}" if d.get("expected") is not None else ""
+            questions = f", {d['questions']} questions" if d.get("questions") else ""
+            lines.append(f"claim {d['id']} ({d['benchmark']} {d['metric']}, {d['expect']}): resolves "
+                         f"+-{d['resolvable']:.1%} (floor {d['floor']:.2%} from {d['floor_source']}, "
+                         f"{d['repeats']} {'launches' if self.launches > 1 else 'repeats'}{questions}){expected}")
+            if d.get("warning"):
+                lines.append(f"WARNING: claim {d['id']}: {d['warning']}")
+        return lines

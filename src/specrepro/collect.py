@@ -1,11 +1,13 @@
 """Tidy tables from the per-run records.
 
 runs table (CSV), one row per (arm, benchmark, repeat, metric):
-    arm, benchmark, repeat, metric, value, unit, server_launch
+    arm, benchmark, repeat, metric, value, unit, server_launch, launch (1.. experiment.launches)
 requests table (Parquet), one row per request of a run:
     arm, benchmark, repeat, request, and what the benchmark reports per request
     (GSM8K: latency_s, completion_tokens, correct, invalid, spec_verify_ct;
     bench_serving: input_len, output_len, ttft_ms, tpot_ms, itls_ms (list), error)
+acceptance table (CSV), verify steps by drafts accepted, per run (from meta_info):
+    arm, benchmark, repeat, launch, drafts_accepted, verify_steps
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import IO, Any, Dict, List, Optional
 
 import pandas as pd
 
-RUN_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value", "unit", "server_launch"]
+RUN_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value", "unit", "server_launch", "launch"]
 
 
 def unit_of(metric: str) -> str:
@@ -38,19 +40,24 @@ def unit_of(metric: str) -> str:
 def run_rows(record: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [
         {"arm": record["arm"], "benchmark": record["benchmark"], "repeat": record["repeat"], "metric": metric,
-         "value": float(value), "unit": unit_of(metric), "server_launch": record.get("server_launch")}
+         "value": float(value), "unit": unit_of(metric), "server_launch": record.get("server_launch"),
+         "launch": record.get("launch") or 1}
         for metric, value in record["metrics"].items()
         if value is not None
     ]
 
 
+ACCEPTANCE_COLUMNS = ["arm", "benchmark", "repeat", "launch", "drafts_accepted", "verify_steps"]
+
+
 def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
-                     log: Optional[IO] = None) -> pd.DataFrame:
+                     log: Optional[IO] = None, acceptance_csv: Optional[Path] = None) -> pd.DataFrame:
     from specrepro.campaign import Campaign
 
     campaign = Campaign(cfg)
     rows: List[Dict[str, Any]] = []
     request_rows: List[Dict[str, Any]] = []
+    acceptance_rows: List[Dict[str, Any]] = []
     bases = {}
     for arm_record in arm_records:
         record = json.loads(Path(arm_record).read_text())
@@ -64,13 +71,19 @@ def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Pat
             path = campaign.arm_dir(arm) / run.stem / "run.json"
             record = json.loads(path.read_text())
             rows += run_rows(record)
+            acceptance_rows += [{"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
+                                 "launch": run.launch or 1, "drafts_accepted": i,
+                                 "verify_steps": n} for i, n in enumerate(record.get("acceptance_histogram") or [])]
             for req in record.get("requests") or []:
-                request_rows.append({"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat, **req})
+                request_rows.append({"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
+                                     "launch": run.launch or 1, **req})
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
     runs_csv.parent.mkdir(parents=True, exist_ok=True)
     runs.to_csv(runs_csv, index=False)
     requests = pd.DataFrame(request_rows)
     requests.to_parquet(requests_parquet, index=False)
+    if acceptance_csv is not None:
+        pd.DataFrame(acceptance_rows, columns=ACCEPTANCE_COLUMNS).to_csv(acceptance_csv, index=False)
     if log:
         print(f"{len(runs)} metric rows, {len(requests)} request rows", file=log)
     return runs

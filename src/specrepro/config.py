@@ -140,6 +140,8 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"experiment.name: {exp['name']!r} must be a plain name (letters, digits, _ . -)")
     if exp["repeats"] < 1:
         problems.append(f"experiment.repeats: must be >= 1, got {exp['repeats']}")
+    if exp.get("launches", 1) < 1:
+        problems.append(f"experiment.launches: must be >= 1, got {exp['launches']}")
     if not arms:
         problems.append("experiment.arms: a campaign needs at least one arm")
     if exp["baseline_arm"] not in arms:
@@ -245,7 +247,7 @@ def validate(cfg: Dict[str, Any]) -> None:
             problems.append(f"serve.{k}: must be > 0")
     if serve["placement"] not in ("exclusive", "packed"):
         problems.append(f"serve.placement: {serve['placement']!r} not one of ['exclusive', 'packed']")
-    if serve["decode_log_interval"] < 1:
+    if serve["decode_log_interval"] is not None and serve["decode_log_interval"] < 1:
         problems.append("serve.decode_log_interval: must be >= 1")
     if cfg["sglang"]["source"] not in SOURCE_METHODS:
         problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
@@ -271,7 +273,9 @@ def _claims_problems(cfg: Dict[str, Any]) -> List[str]:
     kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
     arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
     judged = [c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)]
-    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks)
+    greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
+              and v["gsm8k"].get("temperature") == 0}
+    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy)
     if found:
         found[-1] += " (a claim this campaign cannot judge: list its id in experiment.skip_claims)"
     return problems + found

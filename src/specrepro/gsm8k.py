@@ -115,6 +115,8 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
             "spec_verify_ct": meta.get("spec_verify_ct"),
             "spec_accept_length": meta.get("spec_accept_length"),
             "spec_accept_rate": meta.get("spec_accept_rate"),
+            "spec_num_correct_drafts": meta.get("spec_num_correct_drafts"),
+            "spec_correct_drafts_histogram": meta.get("spec_correct_drafts_histogram"),
             "meta_info": meta,
         }
 

@@ -170,6 +170,9 @@ class ExperimentConfig:
     name: str = MISSING
     description: str = ""
     repeats: int = 3
+    # Server launches per arm.  With 2 or more, each launch serves `repeats` of every benchmark, the
+    # arms' launches run interleaved (A B C C B A ...), and verdicts use the between-launch noise.
+    launches: int = 1
     baseline_arm: str = MISSING
     arms: Dict[str, ArmConfig] = field(default_factory=dict)
     patch_series: Dict[str, List[PatchEntry]] = field(default_factory=dict)
@@ -193,8 +196,12 @@ class ServeConfig:
     port: int = 0
     ready_timeout_s: float = 1800.0
     request_timeout_s: float = 600.0
+    # Planning figure for `specrepro plan`: seconds one server launch takes to load and capture graphs.
+    expected_load_s: float = 600.0
+    # Warm-up per benchmark of the arm: max(this, the benchmark's concurrency) requests shaped like it.
     warmup_requests: int = 2
-    decode_log_interval: int = 1
+    # None: sglang's default (40 decode steps a line).
+    decode_log_interval: Optional[int] = None
     enable_metrics: bool = True
     # Seconds to wait for a graceful exit before SIGKILL.
     shutdown_grace_s: float = 30.0

@@ -32,7 +32,7 @@ from typing import IO, Any, Dict, List, Optional
 import requests
 
 from specrepro import accept_length as al
-from specrepro import gpu_facts
+from specrepro import effective_config, gpu_facts
 from specrepro.campaign import BenchRun, Campaign
 from specrepro.fileio import write_json
 from specrepro.launch import LaunchContext, Launcher, caller_user, granted_gpus
@@ -84,6 +84,8 @@ class Server:
         self.python = image.get("python") or self.cfg["platform"]["python"]
         self.argv = self.launcher.server_argv(ctx, self.python)
         self.log_start = 0
+        # what /server_info said after readiness (effective_config.probe)
+        self.effective: Dict[str, Any] = {}
 
     def env(self) -> Dict[str, str]:
         """The environment of processes specrepro starts (the runtime, a bare server, host clients)."""
@@ -154,16 +156,25 @@ class Server:
             f"last lines of this launch in {self.log_path}:\n{self.tail()}"
         )
 
-    def warm_up(self, n: int, timeout_s: float) -> None:
-        for i in range(n):
+    def warm_up(self, batches: List[Dict[str, Any]], timeout_s: float, log: Optional[IO] = None) -> None:
+        """Each benchmark's warm-up batch, sent at that benchmark's concurrency (see `warmup_batches`)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def send(payload: Dict[str, Any]) -> None:
+            r = requests.post(f"{self.base_url}/generate", timeout=timeout_s, json=payload)
+            r.raise_for_status()
+
+        for batch in batches:
+            if log is not None:
+                print(f"arm {self.arm}: warm-up for {batch['benchmark']}: {len(batch['payloads'])} requests at "
+                      f"concurrency {batch['concurrency']}", file=log, flush=True)
             try:
-                r = requests.post(f"{self.base_url}/generate", timeout=timeout_s,
-                                  json={"text": "Warm-up request.", "sampling_params": {"max_new_tokens": 16, "temperature": 0}})
-                r.raise_for_status()
+                with ThreadPoolExecutor(max_workers=batch["concurrency"]) as pool:
+                    list(pool.map(send, batch["payloads"]))
             except requests.RequestException as exc:
                 if not self.alive():
                     raise self.crashed("crashed during warm-up") from exc
-                raise ServeError(f"arm {self.arm}: warm-up request {i} failed: {exc}") from exc
+                raise ServeError(f"arm {self.arm}: a warm-up request for {batch['benchmark']} failed: {exc}") from exc
 
     def stop(self, grace_s: float) -> None:
         """Tear down the whole process group / container; idempotent."""
@@ -213,6 +224,44 @@ def signals_raise():
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def warmup_batches(campaign: Campaign, arm: str) -> List[Dict[str, Any]]:
+    """Per benchmark of the arm: max(serve.warmup_requests, its concurrency) requests shaped like its own.
+
+    Shaped like the measured requests (prompt length, output length, sampling,
+    concurrency), so graph capture, allocator growth and kernel autotuning of
+    that shape happen before the first measured window, not inside it.  GSM8K
+    warms on the few-shot prefix and the test set's last questions, which the
+    measured head of the set does not include.
+    """
+    from specrepro.gsm8k import STOP, few_shot_prefix, load_test_set, one_example
+
+    least = campaign.cfg["serve"]["warmup_requests"]
+    batches = []
+    for name in dict.fromkeys(campaign.arm(arm)["benchmarks"]):
+        bench = campaign.benchmark(name)
+        if bench["kind"] == "gsm8k":
+            g = bench["gsm8k"]
+            n = max(least, g["parallel"])
+            items = load_test_set(g["test_data"], campaign.cache_dir, campaign.cfg["offline"])
+            prefix = few_shot_prefix(items, g["num_shots"])
+            sampling = {"temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"], "stop": STOP}
+            if g.get("top_k") is not None:
+                sampling["top_k"] = g["top_k"]
+            payloads = [{"text": prefix + one_example(item, False), "sampling_params": sampling}
+                        for item in items[-n:]]
+            concurrency = g["parallel"]
+        else:
+            s = bench["serving"]
+            n = max(least, s["max_concurrency"])
+            # about input_len tokens of text; the measured prompts are random too
+            payloads = [{"text": " ".join(f"warm{i}x{j}" for j in range(s["input_len"])),
+                         "sampling_params": {"max_new_tokens": s["output_len"], "temperature": 0, "ignore_eos": True}}
+                        for i in range(n)]
+            concurrency = s["max_concurrency"]
+        batches.append({"benchmark": name, "payloads": payloads, "concurrency": max(1, min(concurrency, n))})
+    return batches
 
 
 def metrics_snapshot(server: Server) -> Dict[str, float]:
@@ -271,7 +320,9 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         metrics = {"accuracy": summary["accuracy"], "invalid_rate": summary["invalid_rate"],
                    "output_throughput": summary["output_throughput"]}
         requests_rows = [{"request": r["index"], "latency_s": r["latency_s"], "completion_tokens": r["completion_tokens"],
-                          "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"]}
+                          "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"],
+                          "spec_num_correct_drafts": r.get("spec_num_correct_drafts"),
+                          "output": r["output"], "prompt_sha256": r["prompt_sha256"]}
                          for r in records]
     else:
         parsed = parse_bench_serving(out_dir / "bench_serving.jsonl")
@@ -288,20 +339,33 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
                "meta_info": al.from_meta_info(records)["accept_length"] if records else None,
                "metrics": al.from_metrics(before, after)["accept_length"] if before or after else None}
     agreement = al.agreement(sources)
+    d = effective_config.drafts_per_verify(server.effective)
+    consistency = {"decode_log": al.decode_consistency(decode, d),
+                   "meta_info": al.meta_info_consistency(records, d + 1 if d else None)}
+    consistency["consistent"] = all(c.get("consistent", True) for c in consistency.values())
     # One accept length per run: the meta_info ratio where requests carry it
     # (exact per request), else the decode log.
     metrics["accept_length"] = next((sources[k] for k in ("meta_info", "decode_log", "metrics") if sources[k] is not None), None)
     for k, v in sources.items():
         metrics[f"accept_length_{k}"] = v
     run_record = {
-        "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "kind": bench["kind"],
+        "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "launch": run.launch,
+        "kind": bench["kind"],
         "key": campaign.run_key(server.arm, run.benchmark, server.image.get("image_id", "")),
         "server_launch": server.launch_id, "client_argv": argv,
         "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
         "metrics": metrics,
         "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": decode.as_dict()},
+        "accept_length_consistency": consistency,
+        # verify steps by drafts accepted, pooled over the run's requests (meta_info)
+        "acceptance_histogram": al.pooled_histogram(records),
+        "effective_config": {"launch_id": server.launch_id, "valid": server.effective.get("valid")},
         "requests": requests_rows,
     }
+    if not consistency["consistent"]:
+        print(f"WARNING: accept length and accept rate disagree in {run.arm} {run.benchmark} r{run.repeat}: "
+              f"{json.dumps({k: v for k, v in consistency.items() if k != 'consistent'}, default=str)[:600]}",
+              file=log, flush=True)
     if agreement["agree"] is False:
         print(f"WARNING: accept-length sources disagree by {agreement['max_relative_spread']:.1%} "
               f"(> {al.DISAGREEMENT:.0%}) in {run.arm} {run.benchmark} r{run.repeat}: {sources}", file=log, flush=True)
@@ -349,7 +413,14 @@ class LaunchLog:
             return []
 
 
-def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, log: IO) -> Dict[str, Any]:
+def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, log: IO,
+              launch: Optional[int] = None, measure: bool = True) -> Dict[str, Any]:
+    """Measure the arm's missing runs on one server launch, then write its record.
+
+    `launch`: one of the arm's `experiment.launches` (its runs only; `output` is
+    that launch's record).  `measure=False`: every run must be measured already
+    (by the launch jobs); only the arm record is written.
+    """
     from specrepro.image import ensure_image
 
     campaign = Campaign(cfg)
@@ -357,7 +428,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     arm_dir = campaign.arm_dir(arm)
     arm_dir.mkdir(parents=True, exist_ok=True)
     serve = cfg["serve"]
-    runs = campaign.bench_runs(arm)
+    runs = campaign.bench_runs(arm, launch)
     image_id = image.get("image_id", "")
     pending = []
     for run in runs:
@@ -375,7 +446,11 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
 
         write_text_atomic(resolved, dump_resolved(cfg))
     with signals_raise():
-        print(f"arm {arm}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
+        which = f"arm {arm}" + (f" launch {launch} of {campaign.launches}" if launch else "")
+        print(f"{which}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
+        if pending and not measure:
+            raise ServeError(f"arm {arm}: {len(pending)} runs not measured by its launch jobs "
+                             f"({', '.join(r.stem for r in pending[:5])}); run the campaign again")
         if pending:
             from specrepro.preflight import run_preflight
 
@@ -388,7 +463,8 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                                 image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
                                 user=caller_user(cfg))
             server = Server(campaign, arm, image, arm_dir / "server.log", ctx)
-            event = {"event": "start", "launch_id": ctx.launch_id, "arm": arm, "host": socket.gethostname(),
+            event = {"event": "start", "launch_id": ctx.launch_id, "arm": arm, "launch": launch or 0,
+                     "host": socket.gethostname(),
                      "port": ctx.port, "gpus": gpus, "gpu_source": gpu_source, "image": ctx.image,
                      "image_id": image_id, "user": ctx.user, "placement": serve["placement"],
                      "argv": redact(shlex.join(server.argv)), "argv_list": [redact(a) for a in server.argv],
@@ -402,7 +478,14 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 server.start()
                 ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log)
                 print(f"arm {arm}: server ready after {ready_s:.1f} s", file=log, flush=True)
-                server.warm_up(serve["warmup_requests"], serve["request_timeout_s"])
+                check = effective_config.probe(server.base_url, campaign.requested_fields(arm), cfg["sglang"]["version"])
+                check["launch_id"] = ctx.launch_id
+                write_json(arm_dir / "effective_config" / f"{ctx.launch_id}.json", check)
+                for problem in check["problems"]:
+                    print(f"WARNING: arm {arm} is not what it says (its numbers will not count toward verdicts): "
+                          f"{problem}", file=log, flush=True)
+                server.effective = check
+                server.warm_up(warmup_batches(campaign, arm), serve["request_timeout_s"], log)
                 for i, run in enumerate(pending, 1):
                     print(f"arm {arm}: {run.benchmark} r{run.repeat} ({i} of {len(pending)})", file=log, flush=True)
                     record = run_benchmark(server, run, arm_dir / run.stem, log)
@@ -418,16 +501,33 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
                                  "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
                 print(f"arm {arm}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+        if launch:
+            # one launch's record: what it measured and when (the launch order is read from these)
+            events = {e["launch_id"]: e for e in launches.read() if e.get("event") == "start"}
+            measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
+            used = sorted({rec["server_launch"] for rec in measured.values()})
+            record = {"arm": arm, "launch": launch, "launch_ids": used,
+                      "started": min((events[u]["started"] for u in used if u in events), default=None),
+                      "runs": sorted(measured)}
+            write_json(output, record)
+            return record
         facts_path = arm_dir / "gpu_facts.json"
         facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {"before": gpu_facts.no_gpu_facts()}
         measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
         used = {rec["server_launch"] for rec in measured.values()}
+        checks = [json.loads((arm_dir / "effective_config" / f"{launch}.json").read_text())
+                  if (arm_dir / "effective_config" / f"{launch}.json").is_file()
+                  else {"launch_id": launch, "problems": ["no effective-configuration record for this launch"]}
+                  for launch in sorted(used)]
+        validity = effective_config.arm_validity(
+            checks, measured, bool(campaign.requested_fields(arm).get("disable_cuda_graph")))
         record = {"arm": arm, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
                                        for stem, rec in measured.items()},
                   "launches": [e for e in launches.read() if e.get("launch_id") in used],
                   "placement": serve["placement"], **host_facts(), "image": image,
                   "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm),
-                  "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id"))}
+                  "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id")),
+                  "effective_config": checks, "validity": validity}
         write_json(output, record)
         return record
 

@@ -13,6 +13,7 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -21,6 +22,22 @@ from specrepro.redaction import redact, secret_values
 KEY_TAG = "specrepro.key"
 # Shown on each arm's run (means over its repeats), so the runs table compares arms without clicks.
 HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms", "output_throughput")
+# Of those, the columns of the dashboard's one-row-per-arm view, per benchmark kind (the seed's tables).
+VIEW_COLUMNS = {"gsm8k": ("accept_length", "accuracy", "invalid_rate"),
+                "bench_serving": ("mean_tpot_ms", "output_throughput")}
+# The claims an arm takes part in, counted by verdict, next to its headline metrics.
+CLAIM_COUNT_METRICS = {"REPRODUCED": "claims.reproduced", "NOT REPRODUCED": "claims.not_reproduced",
+                       "INCONCLUSIVE": "claims.inconclusive"}
+# MLflow's UI (3.x) loads a runs-page view (filter, grouping, columns) from an experiment tag
+# with this prefix when the URL names it as `viewStateShareKey`, the same tag its "Share" button writes.
+SHARED_VIEW_TAG = "mlflow.sharedViewState."
+# MLflow 3.17 picks the UI's mode (GenAI or model training) from the browser (URL parameter, else
+# localStorage, default GenAI), not from the experiment's `mlflow.experimentKind` tag: links carry it.
+ML_MODE = "workflowType=machine_learning"
+# Where `mlflow ui` serves a local store by default.
+DEFAULT_UI = "http://127.0.0.1:5000"
+# The parent run's description holds the report up to this many characters.
+NOTE_LIMIT = 7000
 
 
 def tracking_uri(cfg: Dict[str, Any]) -> str:
@@ -103,6 +120,19 @@ def host_tags() -> Dict[str, str]:
     return tags
 
 
+def claim_counts(analysis: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
+    """Per arm, the claims it takes part in (as `arm`, `against` or one of `arms`) counted by verdict."""
+    counts: Dict[str, Dict[str, float]] = {}
+    for claim in analysis.get("claims") or []:
+        metric = CLAIM_COUNT_METRICS.get(claim.get("verdict"))
+        if metric is None:
+            continue
+        for arm in {a for a in (claim.get("arm"), claim.get("against"), *(claim.get("arms") or [])) if a}:
+            per_arm = counts.setdefault(arm, {m: 0.0 for m in CLAIM_COUNT_METRICS.values()})
+            per_arm[metric] += 1
+    return counts
+
+
 class CampaignTracker:
     """Logs a campaign's results from disk; safe to call any number of times."""
 
@@ -149,6 +179,26 @@ class CampaignTracker:
 
     def finish(self, run_id: str, status: str = "FINISHED", end_time_ms: Optional[int] = None) -> None:
         self.client.set_terminated(run_id, status, end_time=end_time_ms)
+
+    def dashboard_view(self, arms, columns) -> str:
+        """The runs page as this configuration's question needs it: one row per arm, its headline columns.
+
+        Stored as a shared view of the experiment (a tag), opened by the returned link.
+        """
+        key = f"specrepro-{self.config_hash[:12]}"
+        view = {
+            "searchFilter": f"tags.config_hash = '{self.config_hash}'",
+            "orderByKey": "attributes.start_time", "orderByAsc": True,
+            "selectedColumns": [f"metrics.`{c}`" for c in columns],
+            # Rows grouped by arm and folded: each arm's row shows its headline numbers.
+            "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "arm"}]},
+            "groupsExpanded": {f"tag.arm.{arm}": False for arm in arms},
+        }
+        self.client.set_experiment_tag(self.exp_id, SHARED_VIEW_TAG + key, json.dumps(view))
+        base = self.uri.rstrip("/") if self.uri.startswith(("http://", "https://")) else DEFAULT_UI
+        url = f"{base}/#/experiments/{self.exp_id}/runs?{ML_MODE}&viewStateShareKey={key}"
+        self.client.set_tag(self.parent, "specrepro.dashboard", url)
+        return url
 
     def log_patch_check(self, verdict_path: Path) -> str:
         verdict = json.loads(Path(verdict_path).read_text())
@@ -203,6 +253,9 @@ class CampaignTracker:
         campaign = Campaign(self.cfg)
         created: Dict[str, str] = {}
         plat = self.cfg["platform"]
+        analysis_path = results_dir / "report" / "analysis.json"
+        counts = claim_counts(json.loads(analysis_path.read_text())) if analysis_path.is_file() else {}
+        columns: list = []
         for arm in campaign.arms:
             arm_dir = campaign.arm_dir(arm)
             arm_record_path = arm_dir / "arm.json"
@@ -239,8 +292,8 @@ class CampaignTracker:
                 window = record.get("window") or {}
                 start_ms = int(window["start"] * 1000) if window.get("start") else None
                 end_ms = int(window["end"] * 1000) if window.get("end") else None
-                run_id = self.child(f"run:{arm}:{run.benchmark}:{run.repeat}", f"{arm}/{run.benchmark}/r{run.repeat}",
-                                    start_ms)
+                label = f"run:{arm}:{run.benchmark}:{run.repeat}" + (f":l{run.launch}" if run.launch else "")
+                run_id = self.child(label, f"{arm}/{run.stem}", start_ms)
                 bench = campaign.benchmark(run.benchmark)
                 agreement = record["accept_length_sources"]["agreement"]
                 numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))}
@@ -248,7 +301,7 @@ class CampaignTracker:
                 for k, v in numbers.items():
                     headline.setdefault(f"{run.benchmark}.{k}", []).append(v)
                 self.log(run_id,
-                         params={"benchmark": bench, "repeat": run.repeat, "arm": arm},
+                         params={"benchmark": bench, "repeat": run.repeat, "arm": arm, "launch": run.launch or 1},
                          metrics=numbers,
                          tags={**platform_tags, "arm": arm, "benchmark": run.benchmark, "server_launch": record["server_launch"],
                                "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
@@ -258,16 +311,27 @@ class CampaignTracker:
                     if (arm_dir / run.stem / name).is_file():
                         self.artifact(run_id, arm_dir / run.stem / name, "outputs")
                 self.finish(run_id, end_time_ms=end_ms)
-                created[f"run:{arm}:{run.benchmark}:{run.repeat}"] = run_id
+                created[label] = run_id
             # The arm's headline numbers on the arm's own run: comparable in the runs table without a click.
-            self.log(arm_run, metrics={k: sum(v) / len(v) for k, v in headline.items()
-                                       if k.split(".", 1)[1] in HEADLINE_METRICS},
-                     timestamp_ms=last_end)
+            arm_metrics = {k: sum(v) / len(v) for k, v in headline.items() if k.split(".", 1)[1] in HEADLINE_METRICS}
+            arm_metrics.update(counts.get(arm, {}))
+            self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
+            columns += [k for k in arm_metrics if k not in columns and (
+                k in CLAIM_COUNT_METRICS.values()
+                or k.split(".", 1)[1] in VIEW_COLUMNS.get(campaign.benchmark(k.split(".", 1)[0])["kind"], ()))]
             self.finish(arm_run)
+        if columns:
+            created["dashboard"] = self.dashboard_view(campaign.arms, columns)
         report_dir = results_dir / "report"
         for name in ("report.md", "report.html", "analysis.json"):
             if (report_dir / name).is_file():
                 self.artifact(self.parent, report_dir / name, "report")
+        if (report_dir / "report.md").is_file():
+            # The parent's description (its page's first panel): the report's verdicts without a download.
+            text = (report_dir / "report.md").read_text()
+            if len(text) > NOTE_LIMIT:
+                text = text[:NOTE_LIMIT] + "\n\n(cut here: the whole report is the artifact report/report.html)\n"
+            self.client.set_tag(self.parent, "mlflow.note.content", text)
         for name in ("runs.csv", "requests.parquet"):
             if (results_dir / "tables" / name).is_file():
                 self.artifact(self.parent, results_dir / "tables" / name, "tables")
@@ -290,7 +354,14 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
     for verdict in gpu_checks:
         logged["children"][str(verdict)] = tracker.log_gpu_check(Path(verdict))
     if with_results:
-        logged["children"].update(tracker.log_results(Path(cfg["results_dir"])))
+        children = tracker.log_results(Path(cfg["results_dir"]))
+        dashboard = children.pop("dashboard", None)
+        logged["children"].update(children)
+        if dashboard:
+            logged["dashboard"] = dashboard
+            serve = "" if tracker.uri.startswith(("http://", "https://")) else \
+                f" (after `mlflow ui --backend-store-uri {tracker.uri}`)"
+            print(f"MLflow dashboard, one row per arm: {dashboard}{serve}", file=log or sys.stderr)
     tracker.finish(tracker.parent)  # no run is left RUNNING, the CPU-stages-only logging included
     if log is not None:
         print(json.dumps(logged, indent=1), file=log)

@@ -20,7 +20,7 @@ from specrepro.config import ConfigError, check_resolved, compose
 # Rules of each target, in DAG order; the rules not listed by fan_out run once.
 TARGET_RULES = {
     "all": ["source", "patch", "patch_check", "base_image", "image", "gpu_check", "resolved_config",
-            "serve_bench", "collect", "report",
+            "serve_launch", "serve_bench", "collect", "report",
             "track_campaign", "all"],
     "cpu_stages": ["source", "patch", "patch_check", "cpu_report", "track_cpu_stages", "cpu_stages"],
 }
@@ -62,6 +62,8 @@ def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
         "patch_check": [{"ref": r, "series": s} for r, s in series],
         "image": [{"arm": a} for a in campaign.arms],
         "gpu_check": [{"arm": a} for a in campaign.arms if campaign.gpu_check_runs(a)],
+        "serve_launch": [{"arm": a, "launch": str(n)} for a, n in campaign.launch_order()]
+        if campaign.launches > 1 else [],
         "serve_bench": [{"arm": a} for a in campaign.arms],
     }
 

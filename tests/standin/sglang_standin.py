@@ -48,7 +48,56 @@ DEFAULTS = {
     "garbage_log_lines": False,
     # names of environment variables printed to the log (a server that leaks secrets)
     "print_env": [],
+    # misbehaviours, each applied only when its `when` matches the launch ({"patched": bool, <field>: value}):
+    # {"when": {...}, "fields": [...]}: these flags are dropped (resolved to their default) and /server_info says so
+    "ignore_flags": None,
+    # {"when": {...}}: the decode log says `cuda graph: True` whatever the server runs
+    "cuda_graph_log_true": None,
+    # {"when": {...}, "fraction": f}: greedy answers of that share of questions (by hash) change
+    "alter_outputs": None,
 }
+
+# sglang 0.5.20's flag -> ServerArgs field table (what its argument parser knows), shipped with specrepro.
+FLAG_TABLE = Path(__file__).resolve().parents[2] / "src" / "specrepro" / "flag_tables" / "0.5.20.json"
+
+
+def _value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def resolved_fields(argv) -> dict:
+    """Every flag given, by ServerArgs field, typed as sglang's parser would (/server_info's fields)."""
+    flags = {}
+    for f in json.loads(FLAG_TABLE.read_text())["flags"]:
+        for spelling in [f["name"], *f["aliases"]]:
+            flags[spelling] = f
+    out = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        f = flags.get(tok)
+        if f is None:
+            i += 1
+            continue
+        if f["kind"] == "bool":
+            out[f["dest"]] = True
+            i += 1
+        elif f["kind"] == "list":
+            vals = []
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                vals.append(_value(argv[i]))
+                i += 1
+            out[f["dest"]] = vals
+        else:
+            out[f["dest"]] = _value(argv[i + 1]) if i + 1 < len(argv) else None
+            i += 2
+    return out
 
 log = logging.getLogger("standin")
 
@@ -68,6 +117,7 @@ def parse_args(argv):
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--served-model-name", default=None)
     args, _unknown = p.parse_known_args(argv)
+    args.argv = list(argv)
     return args
 
 
@@ -93,6 +143,15 @@ class State:
         self.prompt_tokens = 0
         self.ready = False
         self.patched = tree_is_patched()
+        self.fields = {"decode_log_interval": 40, "enable_metrics": False, **resolved_fields(args.argv)}
+        ignored = self.matching("ignore_flags")
+        for name in (ignored or {}).get("fields", []):
+            # a server that drops the flag: it runs, and reports, the default
+            self.fields[name] = False
+            if hasattr(args, name):
+                setattr(args, name, False)
+        self.graph_log_lies = self.matching("cuda_graph_log_true") is not None
+        self.alter = self.matching("alter_outputs")
         self.rng = random.Random(behaviour["seed"])
         self.answers = {}
         if behaviour.get("gsm8k_test"):
@@ -104,6 +163,14 @@ class State:
             f"{k}{v}" for k, v in (("TP", 0 if args.tp_size > 1 else None), ("EP", 0 if args.ep_size > 1 else None))
             if v is not None
         )
+
+    def matching(self, name: str):
+        """The behaviour entry `name` when its `when` matches this launch, else None."""
+        entry = self.b.get(name)
+        if not entry:
+            return None
+        facts = {"patched": self.patched, **vars(self.args), **self.fields}
+        return entry if all(facts.get(k) == v for k, v in (entry.get("when") or {}).items()) else None
 
     def accept_length(self, greedy: bool) -> float:
         if not self.args.speculative_algorithm:
@@ -164,8 +231,8 @@ def make_handler(state: State):
             if path in ("/server_info", "/get_server_info"):
                 with state.lock:
                     avg = state.gen_tokens / state.verify_ct if state.verify_ct else None
-                return self._json(200, {"model_path": state.args.model_path, "tp_size": state.args.tp_size,
-                                        "speculative_algorithm": state.args.speculative_algorithm,
+                # sglang 0.5.20: {**server_args.resolved_dict(), "launch_command", scheduler info, "version"}
+                return self._json(200, {**state.fields, "launch_command": " ".join(state.args.argv),
                                         "internal_states": [{"avg_spec_accept_length": avg}], "version": "0.5.20"})
             if path == "/metrics":
                 if not state.args.enable_metrics:
@@ -220,7 +287,10 @@ def make_handler(state: State):
             text = self._answer(prompt if isinstance(prompt, str) else "", max_new, bool(sp.get("ignore_eos")))
             completion = max_new if sp.get("ignore_eos") else max(1, min(max_new, len(text.split())))
             al = state.accept_length(greedy)
-            verifies = max(1, round(completion / al))
+            # each verify step commits its correct drafts plus one bonus token (the prefill's own
+            # token is folded into the first step, so every source reads completion / verifies)
+            steps = self._steps(completion, al)
+            verifies = len(steps)
             stream = bool(req.get("stream"))
             with state.lock:
                 state.running += 1
@@ -232,16 +302,15 @@ def make_handler(state: State):
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
                 produced = 0
-                for step in range(verifies):
-                    step_tokens = round((step + 1) * completion / verifies) - produced
+                for step, step_tokens in enumerate(steps):
                     produced += step_tokens
                     time.sleep(b["step_ms"] / 1000 * (1 + state.rng.uniform(-b["jitter"], b["jitter"])))
                     self._decode_log(step_tokens)
                     if stream:
                         words = text.split()
                         partial = " ".join(words[: max(1, round(len(words) * produced / completion))])
-                        self._chunk("data: " + json.dumps({"text": partial, "meta_info": self._meta(produced, step + 1, prompt_tokens, al, None)}) + "\n\n")
-                meta = self._meta(completion, verifies, prompt_tokens, al, {"type": "length", "length": completion})
+                        self._chunk("data: " + json.dumps({"text": partial, "meta_info": self._meta(produced, steps[: step + 1], prompt_tokens, None)}) + "\n\n")
+                meta = self._meta(completion, steps, prompt_tokens, {"type": "length", "length": completion})
                 with state.lock:
                     state.gen_tokens += completion
                     state.verify_ct += verifies
@@ -261,16 +330,25 @@ def make_handler(state: State):
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _meta(self, completion, verifies, prompt_tokens, al, finish):
+        def _steps(self, completion, al):
+            """Tokens committed per verify step (1 + its correct drafts), `al` on average, summing to completion."""
+            verifies = max(1, round(completion / al))
+            return [round((i + 1) * completion / verifies) - round(i * completion / verifies) for i in range(verifies)]
+
+        def _meta(self, completion, steps, prompt_tokens, finish):
             draft = (state.args.speculative_num_draft_tokens or 2) - 1
-            correct = max(0, completion - verifies)
+            verifies = max(1, len(steps))
+            correct = sum(t - 1 for t in steps)
             meta = {"id": hashlib.md5(str(time.time_ns()).encode()).hexdigest(), "finish_reason": finish,
                     "prompt_tokens": prompt_tokens, "completion_tokens": completion, "cached_tokens": 0,
                     "e2e_latency": 0.0}
             if state.args.speculative_algorithm:
+                histogram = [0] * (max((t - 1 for t in steps), default=0) + 1)
+                for t in steps:
+                    histogram[t - 1] += 1
                 meta.update(spec_verify_ct=verifies, spec_accept_length=completion / verifies,
                             spec_accept_rate=correct / (verifies * draft), spec_num_correct_drafts=correct,
-                            spec_num_proposed_drafts=verifies * draft)
+                            spec_num_proposed_drafts=verifies * draft, spec_correct_drafts_histogram=histogram)
             return meta
 
         def _decode_log(self, al):
@@ -280,8 +358,11 @@ def make_handler(state: State):
             usage = 0.01
             msg = (f"Decode batch, #running-req: {running}, #token: {running * 700}, token usage: {usage:.2f}, ")
             if state.args.speculative_algorithm:
-                msg += f"accept len: {al:.2f}, accept rate: {(al - 1) / 5:.2f}, "
-            msg += f"cuda graph: {not state.args.disable_cuda_graph}, gen throughput (token/s): {1000 * al / max(b['step_ms'], 1e-3):.2f}, #queue-req: 0"
+                # metrics_reporter.py: rate = correct drafts / (verifies x (num_draft_tokens - 1))
+                d = (state.args.speculative_num_draft_tokens or 2) - 1
+                msg += f"accept len: {al:.2f}, accept rate: {(al - 1) / d:.2f}, "
+            graph = state.graph_log_lies or not state.args.disable_cuda_graph
+            msg += f"cuda graph: {graph}, gen throughput (token/s): {1000 * al / max(b['step_ms'], 1e-3):.2f}, #queue-req: 0"
             log_line(msg)
             if b["garbage_log_lines"]:
                 sys.stderr.write("[2026-01-01 00:00:00 TP0] Decode batch, #running-req: 8, accept len: 9\n")
@@ -297,10 +378,12 @@ def make_handler(state: State):
             h = int(hashlib.sha256(question.encode()).hexdigest(), 16) % 10_000 / 10_000
             if h < b["invalid_rate"]:
                 return " I cannot tell."
+            # a server that alters some greedy outputs keeps their answers: accuracy cannot see it, text agreement can
+            lead = "So the answer is" if state.alter and h > 1 - state.alter["fraction"] else "The answer is"
             if truth is not None and h < b["invalid_rate"] + b["accuracy"] * (1 - b["invalid_rate"]):
-                return f" Let me work it out step by step. The answer is {truth}."
+                return f" Let me work it out step by step. {lead} {truth}."
             wrong = (int(truth) + 1) if truth and truth.lstrip("-").isdigit() else 7
-            return f" Let me work it out step by step. The answer is {wrong}."
+            return f" Let me work it out step by step. {lead} {wrong}."
 
     return Handler
 

@@ -4,6 +4,7 @@ rule collect:
     output:
         runs=f"{R}/tables/runs.csv",
         requests=f"{R}/tables/requests.parquet",
+        acceptance=f"{R}/tables/acceptance.csv",
     log:
         f"{R}/logs/collect.log",
     conda:

@@ -15,6 +15,7 @@ rule report:
     input:
         runs=f"{R}/tables/runs.csv",
         requests=f"{R}/tables/requests.parquet",
+        acceptance=f"{R}/tables/acceptance.csv",
         verdicts=VERDICTS,
         gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
         arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),

@@ -13,33 +13,87 @@ rule resolved_config:
         "../scripts/resolved_config.py"
 
 
-rule serve_bench:
-    input:
-        image=f"{R}/image/{{arm}}.json",
-        gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
-        # Its content is keyed per run below; a rewrite alone must not re-measure.
-        config=ancient(f"{R}/resolved_config.yaml"),
-    output:
-        done=f"{R}/arms/{{arm}}/arm.json",
-    log:
-        f"{R}/logs/serve_bench/{{arm}}.log",
-    benchmark:
-        f"{R}/benchmarks/serve_bench/{{arm}}.tsv"
-    conda:
-        "../envs/specrepro.yaml"
-    # A measuring job holds the model's GPUs; exclusive placement also takes
-    # the whole node (Slurm) and the one `measurement` slot (one host).
-    resources:
-        gpu=CAMPAIGN.cfg["model"]["gpus"],
-        measurement=1 if CAMPAIGN.exclusive else 0,
-        slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
-    params:
-        # Everything that determines what this arm measures: a change reruns it.
-        key=lambda w: CAMPAIGN.measurement_key(w.arm),
-        platform=CAMPAIGN.cfg["platform"]["name"],
-        # The server command exactly as `specrepro plan` prints it ($ symbols set at launch).
-        launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
-    message:
-        "arm {wildcards.arm} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
-    script:
-        "../scripts/serve_bench.py"
+if CAMPAIGN.launches == 1:
+
+    rule serve_bench:
+        input:
+            image=f"{R}/image/{{arm}}.json",
+            gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+            # Its content is keyed per run below; a rewrite alone must not re-measure.
+            config=ancient(f"{R}/resolved_config.yaml"),
+        output:
+            done=f"{R}/arms/{{arm}}/arm.json",
+        log:
+            f"{R}/logs/serve_bench/{{arm}}.log",
+        benchmark:
+            f"{R}/benchmarks/serve_bench/{{arm}}.tsv"
+        conda:
+            "../envs/specrepro.yaml"
+        # A measuring job holds the model's GPUs; exclusive placement also takes
+        # the whole node (Slurm) and the one `measurement` slot (one host).
+        resources:
+            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            measurement=1 if CAMPAIGN.exclusive else 0,
+            slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
+        params:
+            # Everything that determines what this arm measures: a change reruns it.
+            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            platform=CAMPAIGN.cfg["platform"]["name"],
+            # The server command exactly as `specrepro plan` prints it ($ symbols set at launch).
+            launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
+        message:
+            "arm {wildcards.arm} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
+        script:
+            "../scripts/serve_bench.py"
+
+else:
+
+    # experiment.launches >= 2: one job per (arm, launch), each waiting for the
+    # launch before it in the interleaved order (A B C C B A ...); the arm's
+    # record is then written from its launches' runs, on the submit host.
+    rule serve_launch:
+        input:
+            image=f"{R}/image/{{arm}}.json",
+            gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+            config=ancient(f"{R}/resolved_config.yaml"),
+            previous=lambda w: CAMPAIGN.previous_launch(w.arm, w.launch),
+        output:
+            done=f"{R}/arms/{{arm}}/launches/{{launch}}.json",
+        log:
+            f"{R}/logs/serve_bench/{{arm}}.launch{{launch}}.log",
+        benchmark:
+            f"{R}/benchmarks/serve_bench/{{arm}}.launch{{launch}}.tsv"
+        conda:
+            "../envs/specrepro.yaml"
+        resources:
+            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            measurement=1 if CAMPAIGN.exclusive else 0,
+            slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
+        params:
+            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            platform=CAMPAIGN.cfg["platform"]["name"],
+            launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
+        message:
+            "arm {wildcards.arm} launch {wildcards.launch} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
+        script:
+            "../scripts/serve_bench.py"
+
+    rule serve_bench:
+        input:
+            image=f"{R}/image/{{arm}}.json",
+            gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+            launches=lambda w: [
+                f"{R}/arms/{w.arm}/launches/{n}.json"
+                for n in range(1, CAMPAIGN.launches + 1)
+            ],
+        output:
+            done=f"{R}/arms/{{arm}}/arm.json",
+        log:
+            f"{R}/logs/serve_bench/{{arm}}.log",
+        localrule: True
+        conda:
+            "../envs/specrepro.yaml"
+        params:
+            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+        script:
+            "../scripts/serve_bench.py"

@@ -9,5 +9,6 @@ with stage_log(snakemake) as log:
         arm_records=[Path(p) for p in snakemake.input.arms],
         runs_csv=Path(snakemake.output.runs),
         requests_parquet=Path(snakemake.output.requests),
+        acceptance_csv=Path(snakemake.output.acceptance),
         log=log,
     )

@@ -15,4 +15,5 @@ with stage_log(snakemake) as log:
         analysis_json=Path(snakemake.output.analysis),
         log=log,
         arm_records=[Path(p) for p in snakemake.input.arms],
+        acceptance_csv=Path(snakemake.input.acceptance),
     )

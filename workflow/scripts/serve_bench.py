@@ -7,10 +7,14 @@ from specrepro.stage_log import stage_log
 # Appended: a rerun's log keeps what the earlier launches said.
 with stage_log(snakemake, mode="a") as log:
     refuse_failed([Path(v) for v in snakemake.input.gpu_check])
+    launch = snakemake.wildcards.get("launch")
     serve_arm(
         snakemake.config,
         arm=snakemake.wildcards.arm,
         image_record=Path(snakemake.input.image),
         output=Path(snakemake.output.done),
         log=log,
+        # a launch job measures its launch; the arm job of a multi-launch campaign only records
+        launch=int(launch) if launch else None,
+        measure=bool(launch) or "launches" not in snakemake.input.keys(),
     )

@@ -1,0 +1,228 @@
+"""Checks that decide whether a claim is really reproduced, as pure functions over tidy tables.
+
+- greedy output agreement: at temperature 0 every arm that commits the target's
+  argmax writes the same text per question as the baseline; a speculative
+  decoding change that alters greedy outputs is a correctness bug that
+  accuracy (about +-1.7 points at 200 questions) cannot see.
+- acceptance histograms: verify steps by drafts accepted, pooled per arm.
+- speedup attribution: output tok/s = accept length x verify steps per second,
+  so log(T1/T0) = log(A1/A0) + log(S1/S0) splits a throughput change into its
+  accept-length part and its step-rate part.
+- decidability: before any GPU time, the smallest effect each claim's
+  comparison can resolve with the configured repeats and questions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, List, Optional
+
+import pandas as pd
+
+from specrepro.analysis import stats
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
+# Characters of each differing output kept in the report, around the first divergence.
+EXCERPT = 60
+
+
+def _excerpt(text: str, at: int) -> str:
+    start = max(0, at - EXCERPT // 3)
+    return ("..." if start else "") + text[start:at + EXCERPT] + ("..." if at + EXCERPT < len(text) else "")
+
+
+def greedy_output_agreement(requests: Optional[pd.DataFrame], benchmark: str, arm: str,
+                            against: str) -> Dict[str, Any]:
+    """Per (question, repeat) both arms answered: identical text or not, and where they first differ."""
+    out: Dict[str, Any] = {"benchmark": benchmark, "arm": arm, "against": against, "pairs": 0, "identical": 0,
+                           "match_rate": None, "differing": [], "baseline_unstable": []}
+    if requests is None or requests.empty or "output" not in requests.columns:
+        return out
+    req = requests[(requests["benchmark"] == benchmark) & requests["output"].notna()]
+    keys = ["request", "repeat"] + (["launch"] if "launch" in req.columns else [])
+    mine = req[req["arm"] == arm].set_index(keys)["output"]
+    base = req[req["arm"] == against].set_index(keys)["output"]
+    # The baseline against itself: a server that is not deterministic at temperature 0 cannot judge others.
+    out["baseline_unstable"] = sorted(int(q) for q, g in base.groupby(level="request") if g.nunique() > 1)
+    pairs = mine.index.intersection(base.index)
+    for key in sorted(pairs):
+        request, repeat = key[0], key[1]
+        a, b = str(mine[key]), str(base[key])
+        if a == b:
+            out["identical"] += 1
+            continue
+        at = len(os.path.commonprefix([a, b]))
+        out["differing"].append({"request": int(request), "repeat": int(repeat), "first_difference_at": at,
+                                 "baseline": _excerpt(b, at), "arm": _excerpt(a, at)})
+    out["pairs"] = len(pairs)
+    out["match_rate"] = out["identical"] / len(pairs) if len(pairs) else None
+    return out
+
+
+def judge_outputs_unchanged(claim: Dict[str, Any], requests: Optional[pd.DataFrame]) -> Dict[str, Any]:
+    agreement = greedy_output_agreement(requests, claim["benchmark"], claim["arm"], claim["against"])
+    result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": claim["benchmark"],
+              "metric": "greedy_output", "expect": "outputs_unchanged", "arm": claim["arm"],
+              "against": claim["against"], "arms": None, "agreement": agreement}
+    n, same = agreement["pairs"], agreement["identical"]
+    questions = sorted({d["request"] for d in agreement["differing"]})
+    if not n:
+        verdict, detail = INCONCLUSIVE, f"no question answered by both {claim['arm']} and {claim['against']}"
+    elif agreement["baseline_unstable"]:
+        verdict = INCONCLUSIVE
+        detail = (f"{claim['against']} itself answered {len(agreement['baseline_unstable'])} questions differently "
+                  f"across repeats (not deterministic at temperature 0): questions {agreement['baseline_unstable'][:20]}")
+    elif same == n:
+        verdict, detail = REPRODUCED, f"{same} of {n} outputs identical to {claim['against']}'s"
+    else:
+        first = min(d["first_difference_at"] for d in agreement["differing"])
+        verdict = NOT_REPRODUCED
+        detail = (f"{n - same} of {n} outputs differ from {claim['against']}'s (match rate {same / n:.1%}; "
+                  f"earliest divergence at character {first}); questions {questions[:20]}")
+    result.update(verdict=verdict, detail=detail, differing_questions=questions)
+    return result
+
+
+def acceptance_histograms(acceptance: Optional[pd.DataFrame]) -> List[Dict[str, Any]]:
+    """Per (arm, benchmark): verify steps by drafts accepted, pooled over requests and repeats."""
+    if acceptance is None or acceptance.empty:
+        return []
+    out = []
+    for (arm, bench), g in acceptance.groupby(["arm", "benchmark"], sort=False):
+        counts = g.groupby("drafts_accepted")["verify_steps"].sum()
+        total = int(counts.sum())
+        if not total:
+            continue
+        width = int(counts.index.max()) + 1
+        steps = [int(counts.get(i, 0)) for i in range(width)]
+        out.append({"arm": arm, "benchmark": bench, "verify_steps": steps, "total": total,
+                    "mean_tokens_per_verify": 1 + sum(i * n for i, n in enumerate(steps)) / total})
+    return out
+
+
+def speedup_attribution(runs: pd.DataFrame, baseline: str, benchmark: str = "bench_serving") -> List[Dict[str, Any]]:
+    """Each arm's throughput change against the baseline: accept-length part x verify-step-rate part."""
+    g = runs[runs["benchmark"] == benchmark]
+    means = g.groupby(["metric", "arm"])["value"].mean()
+    try:
+        throughput, accept = means.loc["output_throughput"], means.loc["accept_length"]
+    except KeyError:
+        return []
+    if baseline not in throughput or baseline not in accept:
+        return []
+    rows = []
+    for arm in throughput.index:
+        if arm == baseline or arm not in accept or not all(v > 0 for v in (throughput[arm], accept[arm])):
+            continue
+        total = math.log(throughput[arm] / throughput[baseline])
+        by_accept = math.log(accept[arm] / accept[baseline])
+        by_steps = total - by_accept
+        rows.append({"arm": arm, "baseline": baseline, "benchmark": benchmark,
+                     "throughput_change": math.expm1(total), "accept_length_part": math.expm1(by_accept),
+                     "step_rate_part": math.expm1(by_steps),
+                     "verify_steps_per_s": throughput[arm] / accept[arm],
+                     "baseline_verify_steps_per_s": throughput[baseline] / accept[baseline],
+                     "accept_length_share": by_accept / total if total else None})
+    return rows
+
+
+def launch_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """One value per (arm, benchmark, metric, launch): the launch's mean, as the unit of replication."""
+    means = runs.groupby(["arm", "benchmark", "metric", "launch"], sort=False)["value"].mean().reset_index()
+    return means.rename(columns={"launch": "repeat"})
+
+
+def launch_variance(runs: pd.DataFrame) -> List[Dict[str, Any]]:
+    """Per (arm, benchmark, metric) measured on 2+ launches: within- and between-launch parts of the noise.
+
+    One-way random effects: within = pooled variance of repeats inside a
+    launch; between = variance of the launch means less within / repeats per
+    launch (floored at 0).  Both as CVs of the arm's mean.
+    """
+    out = []
+    for (arm, bench, metric), g in runs.groupby(["arm", "benchmark", "metric"], sort=False):
+        groups = [x["value"].to_numpy(dtype=float) for _, x in g.groupby("launch")]
+        if len(groups) < 2:
+            continue
+        mean = float(g["value"].mean())
+        dfw = sum(len(x) - 1 for x in groups)
+        within = sum(((x - x.mean()) ** 2).sum() for x in groups) / dfw if dfw else float("nan")
+        n = sum(len(x) for x in groups) / len(groups)
+        means = pd.Series([x.mean() for x in groups])
+        between = max(0.0, float(means.var(ddof=1)) - (within / n if dfw else 0.0))
+        out.append({"arm": arm, "benchmark": bench, "metric": metric, "launches": len(groups),
+                    "repeats_per_launch": n, "mean": mean,
+                    "within_launch_cv": math.sqrt(within) / abs(mean) if mean and dfw else None,
+                    "between_launch_cv": math.sqrt(between) / abs(mean) if mean else None})
+    return out
+
+
+def involved_arms(claim: Dict[str, Any]) -> List[str]:
+    return [a for a in (claim.get("arm"), claim.get("against"), *(claim.get("arms") or [])) if a]
+
+
+def exclude_invalid(result: Dict[str, Any], invalid: Dict[str, List[str]]) -> Dict[str, Any]:
+    """A claim that names an arm which did not run what it says cannot be decided by its numbers."""
+    bad = [a for a in involved_arms(result) if a in invalid]
+    if not bad:
+        return result
+    reasons = "; ".join(f"{a}: {', '.join(invalid[a][:3])}" for a in bad)
+    return {**result, "measured_verdict": result.get("verdict"), "verdict": INCONCLUSIVE, "invalid_arms": bad,
+            "detail": f"not judged: arm {', '.join(bad)} did not run what it says ({reasons}); "
+                      f"its numbers are kept in the tables. Measured: {result.get('detail', '')}"}
+
+
+def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, Any]], repeats: Dict[str, int],
+                 reference: Dict[str, Any], reference_repeats: Dict[str, Any],
+                 fallback_noise: Dict[str, float], binomial_metrics=("accuracy", "invalid_rate"),
+                 default_margin: float = 0.02) -> List[Dict[str, Any]]:
+    """Per claim, before measuring: the smallest relative effect its interval can resolve.
+
+    The interval is the one the analysis will use (`stats.relative_delta`):
+    t at the noise floor's degrees of freedom x the floor x sqrt(1/n_arm + 1/n_base),
+    and for a proportion the question sample's binomial error (n = distinct questions).
+    The floor is the published repeats' CV where there are some, else the
+    fallback; with neither it is only known after measuring.
+    """
+    out = []
+    for claim in claims:
+        if claim.get("expect") in ("zero", "outputs_unchanged"):
+            continue
+        bench, metric = claim["benchmark"], claim["metric"]
+        row = {"id": claim["id"], "benchmark": bench, "metric": metric, "expect": claim["expect"],
+               "arm": claim.get("arm"), "against": claim.get("against")}
+        published = ((reference_repeats or {}).get(bench) or {}).get(metric)
+        if published and len(published) > 1:
+            floor, df, source = stats.coefficient_of_variation(published), len(published) - 1, "published repeats"
+        elif metric in fallback_noise:
+            floor, df, source = fallback_noise[metric], math.inf, "fallback"
+        else:
+            row.update(resolvable=None, warning=None,
+                       note=f"no published repeats for {bench}/{metric}: the noise floor comes from this campaign's repeats")
+            out.append(row)
+            continue
+        n = repeats.get(bench, 1)
+        ref_arm = ((reference or {}).get(claim.get("arm")) or {}).get(bench, {}).get(metric)
+        ref_base = ((reference or {}).get(claim.get("against")) or {}).get(bench, {}).get(metric)
+        extra = 0.0
+        questions = ((benchmarks.get(bench) or {}).get("gsm8k") or {}).get("num_questions")
+        if metric in binomial_metrics and questions:
+            p_arm, p_base = ref_arm if ref_arm is not None else 0.9, ref_base if ref_base is not None else 0.9
+            extra = stats.binomial_relative_se(p_arm, p_base, questions)
+        se = math.sqrt((floor * math.sqrt(2.0 / n)) ** 2 + extra ** 2)
+        resolvable = stats.t_quantile(df) * se
+        expected = (ref_arm / ref_base - 1) if ref_arm is not None and ref_base else None
+        margin = float(claim.get("margin", default_margin if claim["expect"] != "not_below" else 0.05))
+        warning = None
+        if claim["expect"] in ("increase", "decrease") and expected is not None and abs(expected) < resolvable:
+            warning = (f"the published effect ({expected:+.1%}) is smaller than the {resolvable:.1%} this campaign "
+                       f"can resolve: expect INCONCLUSIVE")
+        elif claim["expect"] in ("equal", "not_below") and resolvable >= margin:
+            warning = (f"the interval half-width ({resolvable:.1%}) is not below the claim's {margin:.0%} margin: "
+                       f"it cannot come out REPRODUCED; raise repeats"
+                       + (" or questions (n = distinct questions)" if extra else ""))
+        row.update(resolvable=resolvable, floor=floor, floor_source=source, df=df, repeats=n, questions=questions
+                   if metric in binomial_metrics else None, expected=expected, margin=margin, warning=warning)
+        out.append(row)
+    return out
