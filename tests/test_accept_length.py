@@ -68,14 +68,17 @@ def test_meta_info_and_metrics_sources():
     records = [{"meta_info": {"completion_tokens": 40, "spec_verify_ct": 10}},
                {"meta_info": {"completion_tokens": 30, "spec_verify_ct": 10}},
                {"meta_info": {"completion_tokens": 5}}]
-    assert al.from_meta_info(records)["accept_length"] == pytest.approx(3.5)
+    # without correct-draft counts: completion less each request's prefill token, per verify
+    assert al.from_meta_info(records)["accept_length"] == pytest.approx((39 + 29) / 20)
     text = ('# TYPE sglang:generation_tokens_total counter\n'
             'sglang:generation_tokens_total{tp_rank="0",is_streaming="false"} 100.0\n'
             'sglang:generation_tokens_total{tp_rank="0",is_streaming="true"} 50.0\n'
-            'sglang:spec_verify_calls_total{tp_rank="0"} 40.0\n')
+            'sglang:spec_verify_calls_total{tp_rank="0"} 40.0\n'
+            'sglang:num_requests_total{tp_rank="0",is_streaming="false"} 7.0\n')
     before = al.parse_prometheus(text)
-    after = al.parse_prometheus(text.replace("100.0", "170.0").replace("40.0", "60.0"))
-    assert al.from_metrics(before, after)["accept_length"] == pytest.approx(70 / 20)
+    after = al.parse_prometheus(text.replace("100.0", "170.0").replace("40.0", "60.0").replace("7.0", "9.0"))
+    # 70 tokens of 2 finished requests over 20 verifies: 2 of them came from prefills
+    assert al.from_metrics(before, after)["accept_length"] == pytest.approx((70 - 2) / 20)
 
 
 def test_agreement_flags_more_than_two_percent():

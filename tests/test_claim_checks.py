@@ -101,7 +101,7 @@ def test_meta_info_identities():
     report = al.meta_info_consistency([ok], num_draft_tokens=6)
     assert report["consistent"] and report["accept_length_from_correct"] == pytest.approx(1 + 11 / 3)
     assert al.from_meta_info([ok])["accept_length"] == pytest.approx(1 + 11 / 3)
-    assert al.from_meta_info([{"completion_tokens": 15, "spec_verify_ct": 3}])["accept_length"] == 5
+    assert al.from_meta_info([{"completion_tokens": 15, "spec_verify_ct": 3}])["accept_length"] == 14 / 3
     wrong_hist = dict(ok, spec_correct_drafts_histogram=[0, 0, 2, 0, 1, 1])
     assert al.meta_info_consistency([wrong_hist], 6)["histogram_mismatches"] == 1
     too_many_tokens = dict(ok, completion_tokens=40)
@@ -231,3 +231,14 @@ def test_launch_order_interleaves(tmp_path):
     assert campaign.previous_launch(arms[0], 1) == []
     runs = campaign.bench_runs(arms[0])
     assert {r.launch for r in runs} == {1, 2, 3} and runs[0].stem.startswith("launch1/")
+
+
+def test_plan_prints_what_each_seed_claim_can_resolve():
+    from conftest import specrepro
+
+    out = specrepro("plan").stdout
+    assert "## decidability: the smallest relative effect each claim's 95% interval resolves" in out
+    assert "claim rs_costs_throughput (bench_serving output_throughput, decrease): resolves +-1.9% " \
+           "(floor 0.55% from published repeats, 3 repeats), published effect -7.9%" in out
+    assert "WARNING: claim accuracy_unchanged: the interval half-width (12.4%) is not below the claim's 2% margin" in out
+    assert "## launches: 1 per arm, 5 in all" in out

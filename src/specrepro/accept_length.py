@@ -24,7 +24,14 @@
     and Σ i x histogram[i] = correct drafts; completion_tokens = 1 (the prefill
     token) + correct + verify_ct, less what the last step accepted past the
     request's end (0 .. num_draft_tokens - 1).
-(c) /metrics counter deltas (when the server runs with --enable-metrics).
+(c) /metrics counter deltas (when the server runs with --enable-metrics):
+    (Δ generation tokens - Δ finished requests) / Δ verify calls.
+
+All three measure tokens committed per verify step.  A request's first token
+comes from its prefill, not from a verify step: sglang's own per-request
+spec_accept_length (completion_tokens / verify_ct) counts it, and so would a
+plain ratio of the /metrics counters, higher by about one token per request's
+verify count (2-4% on GSM8K-length outputs, beyond the 2% agreement band).
 """
 
 from __future__ import annotations
@@ -135,9 +142,8 @@ def from_meta_info(records: Iterable[Dict]) -> Dict:
 
     1 + Σ spec_num_correct_drafts / Σ spec_verify_ct where every request reports
     its correct drafts: the decode log's definition (drafts plus the bonus token
-    per step).  Otherwise Σ completion_tokens / Σ spec_verify_ct (sglang's own
-    per-request spec_accept_length), which also counts each request's prefill
-    token: higher by about one token per request's verify count.
+    per step).  Otherwise Σ (completion_tokens - 1) / Σ spec_verify_ct: the
+    completion less the prefill's token.
     """
     tokens = verifies = correct = used = with_correct = 0
     for rec in records:
@@ -145,7 +151,7 @@ def from_meta_info(records: Iterable[Dict]) -> Dict:
         ct, vc = meta.get("completion_tokens"), meta.get("spec_verify_ct")
         if ct is None or not vc:
             continue
-        tokens += int(ct)
+        tokens += int(ct) - 1
         verifies += int(vc)
         used += 1
         if meta.get("spec_num_correct_drafts") is not None:
@@ -156,15 +162,17 @@ def from_meta_info(records: Iterable[Dict]) -> Dict:
     elif with_correct == used:
         value, definition = 1 + correct / verifies, "1 + correct drafts / verify steps"
     else:
-        value, definition = tokens / verifies, "completion tokens / verify steps"
+        value, definition = tokens / verifies, "(completion tokens - 1) / verify steps"
     return {"accept_length": value, "definition": definition, "requests": used,
-            "completion_tokens": tokens, "spec_verify_ct": verifies}
+            "committed_tokens": tokens, "spec_verify_ct": verifies}
 
 
 # sglang 0.5.20 counts both per finished request (srt/observability/
 # metrics_collector.py): their deltas give Σ completion tokens / Σ verifies.
 SPEC_TOKENS_COUNTER = "sglang:generation_tokens_total"
 SPEC_VERIFY_COUNTER = "sglang:spec_verify_calls_total"
+# Incremented once per finished request in the same place (observe_one_finished_request).
+REQUESTS_COUNTER = "sglang:num_requests_total"
 
 
 def parse_prometheus(text: str) -> Dict[str, float]:
@@ -190,8 +198,10 @@ def from_metrics(before: Dict[str, float], after: Dict[str, float],
         return {"accept_length": None, "note": f"counters {tokens_counter}, {verify_counter} not exported"}
     d_tokens = after[tokens_counter] - before.get(tokens_counter, 0.0)
     d_verify = after[verify_counter] - before.get(verify_counter, 0.0)
-    return {"accept_length": d_tokens / d_verify if d_verify > 0 else None,
-            "tokens_delta": d_tokens, "verify_delta": d_verify}
+    # each finished request's prefill token is not a verify step's
+    d_requests = after.get(REQUESTS_COUNTER, 0.0) - before.get(REQUESTS_COUNTER, 0.0)
+    return {"accept_length": (d_tokens - d_requests) / d_verify if d_verify > 0 else None,
+            "tokens_delta": d_tokens, "requests_delta": d_requests, "verify_delta": d_verify}
 
 
 def agreement(values: Dict[str, Optional[float]], tolerance: float = DISAGREEMENT) -> Dict:

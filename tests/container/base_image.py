@@ -25,11 +25,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 PACKAGES = "python3,patch,ca-certificates,libstdc++6,libgomp1"
 PODMAN = str(HERE / "bin" / "podman")
+FLAG_TABLE = ROOT / "src" / "specrepro" / "flag_tables" / "0.5.20.json"
 
 
 def content_key(wheel: Path) -> str:
     digest = hashlib.sha256(PACKAGES.encode())
-    for path in (wheel, ROOT / "tests" / "standin" / "sglang_standin.py", Path(__file__)):
+    for path in (wheel, ROOT / "tests" / "standin" / "sglang_standin.py", FLAG_TABLE, Path(__file__)):
         digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -54,6 +55,8 @@ def build(cache_dir: Path) -> str:
         with tarfile.open(partial, "a") as tar:
             _add_tree_from_wheel(tar, wheel, "sgl-workspace/sglang/python")
             tar.add(ROOT / "tests" / "standin" / "sglang_standin.py", "opt/specrepro-standin/sglang_standin.py")
+            # the stand-in's flag -> ServerArgs field table, beside it (it reads it there first)
+            tar.add(FLAG_TABLE, "opt/specrepro-standin/flag_table.json")
         partial.replace(rootfs)
     subprocess.run([PODMAN, "import", "--quiet", str(rootfs), ref], check=True, stdout=subprocess.DEVNULL)
     return ref

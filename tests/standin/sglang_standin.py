@@ -57,8 +57,11 @@ DEFAULTS = {
     "alter_outputs": None,
 }
 
-# sglang 0.5.20's flag -> ServerArgs field table (what its argument parser knows), shipped with specrepro.
-FLAG_TABLE = Path(__file__).resolve().parents[2] / "src" / "specrepro" / "flag_tables" / "0.5.20.json"
+# sglang 0.5.20's flag -> ServerArgs field table (what its argument parser knows), shipped with specrepro;
+# beside the stand-in where a test image copies both.
+FLAG_TABLE = next(p for p in (Path(__file__).resolve().parent / "flag_table.json",
+                              Path(__file__).resolve().parents[2] / "src" / "specrepro" / "flag_tables" / "0.5.20.json")
+                  if p.is_file())
 
 
 def _value(text: str):
@@ -140,6 +143,7 @@ class State:
         self.running = 0
         self.gen_tokens = 0
         self.verify_ct = 0
+        self.finished = 0
         self.prompt_tokens = 0
         self.ready = False
         self.patched = tree_is_patched()
@@ -246,6 +250,9 @@ def make_handler(state: State):
                         "# HELP sglang:spec_verify_calls_total Number of speculative decoding verification calls.\n"
                         "# TYPE sglang:spec_verify_calls_total counter\n"
                         f"sglang:spec_verify_calls_total{{{labels}}} {float(state.verify_ct)}\n"
+                        "# HELP sglang:num_requests_total Number of requests processed.\n"
+                        "# TYPE sglang:num_requests_total counter\n"
+                        f'sglang:num_requests_total{{{labels},is_streaming="false"}} {float(state.finished)}\n'
                         "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
                         "# TYPE sglang:prompt_tokens_total counter\n"
                         f'sglang:prompt_tokens_total{{{labels},is_streaming="false"}} {float(state.prompt_tokens)}\n'
@@ -287,9 +294,8 @@ def make_handler(state: State):
             text = self._answer(prompt if isinstance(prompt, str) else "", max_new, bool(sp.get("ignore_eos")))
             completion = max_new if sp.get("ignore_eos") else max(1, min(max_new, len(text.split())))
             al = state.accept_length(greedy)
-            # each verify step commits its correct drafts plus one bonus token (the prefill's own
-            # token is folded into the first step, so every source reads completion / verifies)
-            steps = self._steps(completion, al)
+            # the prefill gives the first token; each verify step commits its correct drafts plus one bonus token
+            steps = self._steps(completion - 1, al)
             verifies = len(steps)
             stream = bool(req.get("stream"))
             with state.lock:
@@ -301,7 +307,7 @@ def make_handler(state: State):
                     self.send_header("Content-Type", "text/event-stream")
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                produced = 0
+                produced = 1
                 for step, step_tokens in enumerate(steps):
                     produced += step_tokens
                     time.sleep(b["step_ms"] / 1000 * (1 + state.rng.uniform(-b["jitter"], b["jitter"])))
@@ -314,6 +320,7 @@ def make_handler(state: State):
                 with state.lock:
                     state.gen_tokens += completion
                     state.verify_ct += verifies
+                    state.finished += 1
                     state.prompt_tokens += prompt_tokens
                 if stream:
                     self._chunk("data: " + json.dumps({"text": text, "meta_info": meta}) + "\n\n")
@@ -330,19 +337,21 @@ def make_handler(state: State):
             self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _steps(self, completion, al):
-            """Tokens committed per verify step (1 + its correct drafts), `al` on average, summing to completion."""
-            verifies = max(1, round(completion / al))
-            return [round((i + 1) * completion / verifies) - round(i * completion / verifies) for i in range(verifies)]
+        def _steps(self, tokens, al):
+            """Tokens committed per verify step (1 + its correct drafts), `al` on average, summing to `tokens`."""
+            if tokens <= 0 or not state.args.speculative_algorithm:
+                return [1] * max(0, tokens)  # plain decoding: a token a step
+            verifies = max(1, round(tokens / al))
+            return [round((i + 1) * tokens / verifies) - round(i * tokens / verifies) for i in range(verifies)]
 
         def _meta(self, completion, steps, prompt_tokens, finish):
             draft = (state.args.speculative_num_draft_tokens or 2) - 1
-            verifies = max(1, len(steps))
+            verifies = len(steps)
             correct = sum(t - 1 for t in steps)
             meta = {"id": hashlib.md5(str(time.time_ns()).encode()).hexdigest(), "finish_reason": finish,
                     "prompt_tokens": prompt_tokens, "completion_tokens": completion, "cached_tokens": 0,
                     "e2e_latency": 0.0}
-            if state.args.speculative_algorithm:
+            if state.args.speculative_algorithm and verifies:  # tokenizer_manager: only when spec_verify_ct > 0
                 histogram = [0] * (max((t - 1 for t in steps), default=0) + 1)
                 for t in steps:
                     histogram[t - 1] += 1
