@@ -41,19 +41,18 @@ def greedy_output_agreement(requests: Optional[pd.DataFrame], benchmark: str, ar
         return out
     req = requests[(requests["benchmark"] == benchmark) & requests["output"].notna()]
     keys = ["request", "repeat"] + (["launch"] if "launch" in req.columns else [])
-    mine = req[req["arm"] == arm].set_index(keys)["output"]
-    base = req[req["arm"] == against].set_index(keys)["output"]
+    mine = req[req["arm"] == arm][keys + ["output"]]
+    base = req[req["arm"] == against][keys + ["output"]]
     # The baseline against itself: a server that is not deterministic at temperature 0 cannot judge others.
-    out["baseline_unstable"] = sorted(int(q) for q, g in base.groupby(level="request") if g.nunique() > 1)
-    pairs = mine.index.intersection(base.index)
-    for key in sorted(pairs):
-        request, repeat = key[0], key[1]
-        a, b = str(mine[key]), str(base[key])
-        if a == b:
-            out["identical"] += 1
-            continue
+    per_question = base.groupby("request")["output"].nunique()
+    out["baseline_unstable"] = sorted(int(q) for q in per_question[per_question > 1].index)
+    pairs = mine.merge(base, on=keys, suffixes=("_arm", "_base"))
+    same = pairs["output_arm"].astype(str) == pairs["output_base"].astype(str)
+    out["identical"] = int(same.sum())
+    for row in pairs[~same].sort_values(keys).itertuples(index=False):
+        a, b = str(row.output_arm), str(row.output_base)
         at = len(os.path.commonprefix([a, b]))
-        out["differing"].append({"request": int(request), "repeat": int(repeat), "first_difference_at": at,
+        out["differing"].append({"request": int(row.request), "repeat": int(row.repeat), "first_difference_at": at,
                                  "baseline": _excerpt(b, at), "arm": _excerpt(a, at)})
     out["pairs"] = len(pairs)
     out["match_rate"] = out["identical"] / len(pairs) if len(pairs) else None

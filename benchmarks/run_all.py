@@ -116,7 +116,9 @@ def bench_analysis(tmp: Path) -> dict:
             for metric, base in (("mean_tpot_ms", 3.0), ("median_tpot_ms", 2.0), ("output_throughput", 300.0)):
                 runs.append({"arm": arm, "benchmark": "bench_serving", "repeat": rep, "metric": metric, "value": base * (1 + rng.normal(0, .01)), "unit": ""})
             correct = rng.random(per) < 0.94
-            requests += [{"arm": arm, "benchmark": "gsm8k", "repeat": rep, "request": i, "correct": bool(c), "itls_ms": None}
+            # greedy outputs: one question in 50 worded differently per arm (the agreement check compares them all)
+            requests += [{"arm": arm, "benchmark": "gsm8k", "repeat": rep, "request": i, "correct": bool(c), "itls_ms": None,
+                          "output": f"Step by step. {'So the' if (i + len(arm)) % 50 == 0 else 'The'} answer is {i}."}
                          for i, c in enumerate(correct)]
             itls = np.where(rng.random((per, 8)) < 0.75, 0.8, 4.0)
             requests += [{"arm": arm, "benchmark": "bench_serving", "repeat": rep, "request": i, "correct": None,
