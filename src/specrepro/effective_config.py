@@ -20,6 +20,8 @@ claim that names it is INCONCLUSIVE, with the problem as the reason.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 import requests
@@ -109,6 +111,13 @@ def probe(base_url: str, requested: Dict[str, Any], version: str, timeout_s: flo
                 "version": {"pinned": version, "reported": None}, "launch_command": None, "requested": requested,
                 "speculative": {}}
     return check_server_info(info, requested, version)
+
+
+def read_check(path: Path, launch_id: str) -> Dict[str, Any]:
+    """A launch's stored check; a launch without one (measured before this check existed) is a problem."""
+    if path.is_file():
+        return json.loads(path.read_text())
+    return {"launch_id": launch_id, "problems": ["no effective-configuration record for this launch"]}
 
 
 def cuda_graph_problems(lines: Dict[str, int], cuda_graph_disabled: bool, where: str) -> List[str]:

@@ -509,11 +509,11 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                 launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
                                  "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
                 print(f"arm {arm}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+        measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
+        used = sorted({rec["server_launch"] for rec in measured.values()})
         if launch:
             # one launch's record: what it measured and when (the launch order is read from these)
             events = {e["launch_id"]: e for e in launches.read() if e.get("event") == "start"}
-            measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
-            used = sorted({rec["server_launch"] for rec in measured.values()})
             record = {"arm": arm, "launch": launch, "launch_ids": used,
                       "started": min((events[u]["started"] for u in used if u in events), default=None),
                       "runs": sorted(measured)}
@@ -521,12 +521,8 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
             return record
         facts_path = arm_dir / "gpu_facts.json"
         facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {"before": gpu_facts.no_gpu_facts()}
-        measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
-        used = {rec["server_launch"] for rec in measured.values()}
-        checks = [json.loads((arm_dir / "effective_config" / f"{launch}.json").read_text())
-                  if (arm_dir / "effective_config" / f"{launch}.json").is_file()
-                  else {"launch_id": launch, "problems": ["no effective-configuration record for this launch"]}
-                  for launch in sorted(used)]
+        checks = [effective_config.read_check(arm_dir / "effective_config" / f"{launch_id}.json", launch_id)
+                  for launch_id in used]
         validity = effective_config.arm_validity(
             checks, measured, bool(campaign.requested_fields(arm).get("disable_cuda_graph")))
         record = {"arm": arm, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
