@@ -23,8 +23,10 @@ def campaign(tmp_path_factory, standin_assets, check_python):
     results = tmp_path_factory.mktemp("standin_campaign")
     behaviour = write_behaviour(results.parent / "behaviour.json", standin_assets)
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
-    # gpu_check on: its rule runs in the DAG (on this CPU: the eager half; the graph half says "needs a GPU")
-    overrides = standin_overrides(results, standin_assets) + ["gpu_check.enabled=always", "gpu_check.greedy_rows=512"]
+    # gpu_check on: its rule runs in the DAG (on this CPU: the eager half and sglang's graph runner driven
+    # eagerly; the CUDA graphs say "needs a GPU")
+    overrides = standin_overrides(results, standin_assets) + [
+        "gpu_check.enabled=always", "gpu_check.greedy_rows=512", "gpu_check.runner_replays=40"]
     proc = specrepro("run", *overrides, env=env, timeout=3000)
     return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
             "behaviour": behaviour}

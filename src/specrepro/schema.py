@@ -240,6 +240,8 @@ class GpuCheckConfig:
     # Greedy rows drawn on the device, and graph replays per case.
     greedy_rows: int = 4096
     replays: int = 2000
+    # Replays per batch shape of sglang's own draft graph runner (full and padded batches).
+    runner_replays: int = 1000
 
 
 @dataclass

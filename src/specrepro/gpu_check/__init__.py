@@ -64,13 +64,16 @@ def judge(record: Dict[str, Any], patched_arm: bool) -> Dict[str, Any]:
                             f"greedy rows missed ({share:.3f}): the loss the buffer's producer half prevents"))
     else:
         checks.append(check("graph_capture_and_replay", False, "not executed: needs a GPU", executed=False))
+    checks += runner_checks(record.get("graph_runner"), record["device"], record["top_k_all"])
     runner_ok = src["buffer_top_k_all"] and src["capture_uses_buffer"] and not src["placeholder_left"] and src["replay_copies"]
     checks.append(check("graph_runner_carries_top_ks", runner_ok,
                         f"in the image's {Path(src['file']).name}: TOP_K_ALL buffer {src['buffer_top_k_all']}, "
                         f"captured view {src['capture_uses_buffer']}, -1 placeholder left {src['placeholder_left']}, "
                         f"replay copy {src['replay_copies']} (source read inside the image)"))
     executed = [c for c in checks if c["executed"]]
-    bug_visible = g["non_argmax"] > 0 or (bool(graph) and graph["refilled"]["non_argmax"] > 0)
+    runner = record.get("graph_runner") or {}
+    bug_visible = (g["non_argmax"] > 0 or (bool(graph) and graph["refilled"]["non_argmax"] > 0)
+                   or any(r["greedy_missed"] > 0 for r in runner.get("replays", [])))
     if patched_arm:
         passed = all(c["passed"] for c in executed)
     else:
@@ -78,6 +81,44 @@ def judge(record: Dict[str, Any], patched_arm: bool) -> Dict[str, Any]:
     return {"role": "patched" if patched_arm else "control", "passed": passed, "bug_visible": bug_visible,
             "device": record["device"], "gpu_name": record.get("gpu_name"), "torch": record["torch"],
             "graph_executed": bool(graph), "checks": checks, "record": record}
+
+
+def runner_checks(runner: Dict[str, Any] | None, device: str, top_k_all: int) -> List[Dict[str, Any]]:
+    """Checks over sglang's own draft graph runner, driven with fakes (probe_graph_runner.py)."""
+    if runner is None:
+        return [check("graph_runner_driven", False, "not in this probe's record", executed=False)]
+    if "error" in runner:
+        return [check("graph_runner_driven", False, f"init, capture or replay raised: {runner['error']}")]
+    where = (f"{runner['graph_backend']}, capture sizes {runner['capture_bs']}" if device != "cpu" else
+             "eager on the CPU (the graph backend replaced: no CUDA graph captured here)")
+    buf = runner["buffer"]
+    buffer_ok = (buf is not None and buf["device"].split(":")[0] == device and buf["dtype"] == "int32"
+                 and buf["all_top_k_all"])
+    buffer_text = ("no top_ks buffer" if buf is None else
+                   f"top_ks buffer of {buf['size']} on {buf['device']}, {buf['dtype']}, all TOP_K_ALL "
+                   f"({top_k_all}): {buf['all_top_k_all']}")
+    captured = runner["captured"]
+    views = [bs for bs, seen in captured.items() if seen["is_buffer_view"]]
+    others = sorted({f"{seen['device']} {seen['values']}" for seen in captured.values() if not seen["is_buffer_view"]})
+    capture_ok = bool(captured) and len(views) == len(captured) and runner["captured_sizes"] == runner["capture_bs"]
+    replays = runner["replays"]
+    greedy = sum(r["greedy_rows"] for r in replays)
+    greedy_missed = sum(r["greedy_missed"] for r in replays)
+    sampled = sum(r["sampled_rows"] for r in replays)
+    sampled_missed = sum(r["sampled_missed"] for r in replays)
+    padded_ok = all(r["padded_to"] == r["expected_padded_to"] for r in replays)
+    shapes = ", ".join(f"{r['rows']}->{r['padded_to']}: {r['greedy_missed']}/{r['greedy_rows']}" for r in replays)
+    return [
+        check("graph_runner_top_ks_buffer", buffer_ok, f"sglang's EAGLEDraftCudaGraphRunner after init, {where}: "
+              f"{buffer_text}"),
+        check("graph_runner_captures_the_buffer", capture_ok,
+              f"captured sizes {runner['captured_sizes']}: the sampling info of {len(views)} of {len(captured)} holds "
+              f"a view of the buffer" + (f"; the others hold {', '.join(others)}" if others else "")),
+        check("graph_runner_replay_greedy_rows_propose_argmax", greedy_missed == 0 and sampled_missed > 0 and padded_ok,
+              f"{greedy_missed} of {greedy} greedy proposals (top_k 1) missed the argmax of their own q over "
+              f"{replays[0]['replays']} replays per batch (rows->captured size: missed/greedy {shapes}); sampled rows "
+              f"(TOP_K_ALL) still sample: {sampled_missed} of {sampled} not the argmax"),
+    ]
 
 
 def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
@@ -92,7 +133,9 @@ def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
         lines.append(f"| {c['check']} | {'pass' if c['passed'] else 'FAIL'} | "
                      f"{'yes' if c['executed'] else 'no (needs a GPU)'} | {c['detail']} |")
     if not verdict["graph_executed"]:
-        lines += ["", "The graph half was not executed here: it needs a GPU."]
+        lines += ["", "The graph half was not executed here: it needs a GPU. sglang's draft graph runner ran "
+                      "through an eager stand-in for its graph backend (its buffers, capture and replay copies ran; "
+                      "no CUDA graph was captured)."]
     return "\n".join(lines) + "\n"
 
 
@@ -108,11 +151,11 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], out: Path,
     python = image.get("python") or cfg["platform"]["python"]
     if launcher.runtime == "none":
         return [python, str(PROBE), "--out", str(out), "--greedy-rows", str(g["greedy_rows"]),
-                "--replays", str(g["replays"])]
+                "--replays", str(g["replays"]), "--runner-replays", str(g["runner_replays"])]
     ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
                         gpus=gpus, gpu_source=gpu_source, user=caller_user(cfg))
     inner = [python, f"{PROBE_DIR_INSIDE}/{PROBE.name}", "--out", str(out), "--greedy-rows", str(g["greedy_rows"]),
-             "--replays", str(g["replays"])]
+             "--replays", str(g["replays"]), "--runner-replays", str(g["runner_replays"])]
     mounts = [Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True), Mount(str(out.parent), str(out.parent), False)]
     launcher.prepare(ctx)
     return launcher.wrap(ctx, inner, server=True, extra_mounts=mounts, name_suffix="-gpucheck")

@@ -13,10 +13,15 @@ graphs on ROCm the same way, so nothing here is CUDA-only.
    temperatures, top_ks), buffers refilled and replayed: with the real top_ks
    copied into the buffer greedy rows never miss the argmax; with the buffer
    left at TOP_K_ALL (the producer half missing) they sample - the silent loss.
-3. the graph runner's source in this image: the top_ks device buffer, its
+3. sglang's own EAGLEDraftCudaGraphRunner and EagleDraftWorker.draft_forward
+   (probe_graph_runner.py): the top_ks buffer after init, the view of it each
+   captured batch size holds, and greedy rows across replays, padded ones too.
+   Without a GPU the runner is driven through an eager stand-in for the graph
+   backend; the graph itself is then not executed.
+4. the graph runner's source in this image: the top_ks device buffer, its
    capture and its replay copy (read from the file the image will import).
 
-    python probe_gpu.py --out record.json [--greedy-rows N] [--replays N]
+    python probe_gpu.py --out record.json [--greedy-rows N] [--replays N] [--runner-replays N]
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import re
 import sys
 import time
+import traceback
 import warnings
 
 warnings.filterwarnings("ignore")
@@ -143,6 +149,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--greedy-rows", type=int, default=4096)
     parser.add_argument("--replays", type=int, default=2000)
+    parser.add_argument("--runner-replays", type=int, default=1000)
     args = parser.parse_args()
     from sglang.srt.sampling.sampling_params import TOP_K_ALL
     from sglang.srt.speculative import spec_utils
@@ -162,6 +169,15 @@ def main() -> int:
         record["graph"] = None  # needs a GPU
     runner = spec_utils.__file__.replace("spec_utils.py", "eagle_draft_cuda_graph_runner.py")
     record["runner_source"] = runner_source_checks(runner)
+    # Last: it publishes a process-wide sglang config.  A failure is recorded, not raised:
+    # an unpatched runner under a patched worker fails here at capture, as its server would.
+    try:
+        from probe_graph_runner import graph_runner_checks
+
+        record["graph_runner"] = graph_runner_checks(device, args.runner_replays)
+    except Exception as exc:
+        record["graph_runner"] = {"error": f"{type(exc).__name__}: {exc}"[:2000],
+                                  "traceback": traceback.format_exc()[-4000:]}
     with open(args.out, "w") as fh:
         json.dump(record, fh, indent=1)
     return 0

@@ -4,7 +4,11 @@ sglang 0.5.20's import chain names compiled CUDA packages (sgl_kernel,
 flashinfer) that the lent machine cannot install.  Each name in
 SPECREPRO_PLACEHOLDER_MODULES (and every submodule of it) imports as an empty
 module whose attributes raise when called, so the probe proves it never calls
-them.  Never on sys.path outside tests/gpu.
+them.  One exception, listed in PURE_PYTHON: sgl_kernel's `fast_topk` is a
+pure-torch Python function in sgl_kernel itself (torch.max for k=1, else
+torch.topk), the same code as sglang's own non-CUDA fallback
+`sglang.srt.utils.common.fast_topk`, which it resolves to.
+Never on sys.path outside tests/gpu.
 """
 
 import importlib.abc
@@ -15,6 +19,15 @@ import types
 
 NAMES = [n for n in os.environ.get("SPECREPRO_PLACEHOLDER_MODULES", "").split(",") if n]
 CALLED = []
+
+
+def _sglang_fast_topk():
+    from sglang.srt.utils.common import fast_topk
+
+    return fast_topk
+
+
+PURE_PYTHON = {"sgl_kernel.fast_topk": _sglang_fast_topk}
 
 
 class _StubMeta(type):
@@ -42,7 +55,8 @@ class _Placeholder(types.ModuleType):
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return _stub(f"{self.__name__}.{attr}")
+        qualified = f"{self.__name__}.{attr}"
+        return PURE_PYTHON[qualified]() if qualified in PURE_PYTHON else _stub(qualified)
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
