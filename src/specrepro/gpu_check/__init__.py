@@ -149,13 +149,13 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], out: Path,
     launcher = Launcher(campaign, arm)
     g = cfg["gpu_check"]
     python = image.get("python") or cfg["platform"]["python"]
+    args = ["--out", str(out), "--greedy-rows", str(g["greedy_rows"]), "--replays", str(g["replays"]),
+            "--runner-replays", str(g["runner_replays"])]
     if launcher.runtime == "none":
-        return [python, str(PROBE), "--out", str(out), "--greedy-rows", str(g["greedy_rows"]),
-                "--replays", str(g["replays"]), "--runner-replays", str(g["runner_replays"])]
+        return [python, str(PROBE), *args]
     ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
                         gpus=gpus, gpu_source=gpu_source, user=caller_user(cfg))
-    inner = [python, f"{PROBE_DIR_INSIDE}/{PROBE.name}", "--out", str(out), "--greedy-rows", str(g["greedy_rows"]),
-             "--replays", str(g["replays"]), "--runner-replays", str(g["runner_replays"])]
+    inner = [python, f"{PROBE_DIR_INSIDE}/{PROBE.name}", *args]
     mounts = [Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True), Mount(str(out.parent), str(out.parent), False)]
     launcher.prepare(ctx)
     return launcher.wrap(ctx, inner, server=True, extra_mounts=mounts, name_suffix="-gpucheck")

@@ -39,7 +39,7 @@ REPLAY_SHAPES = [(8, 8), (5, 8), (3, 4)]
 
 class LookupDraftModel:
     """The fake draft model: next-token logits are a row of a fixed table, confident but not one-hot,
-    so a draw at T=1 misses the argmax about a fifth of the time.  It records what each capture saw."""
+    so a draw at T=1 misses the argmax about a quarter of the time (0.26 on the H200).  It records what each capture saw."""
 
     def __init__(self, device: str):
         g = torch.Generator(device="cpu").manual_seed(5)
@@ -120,14 +120,14 @@ def one_rank_graph_capture(stream=None):
                           (torch.cuda.Stream() if torch.cuda.is_available() else None))
 
 
-def publish_server_args(steps: int):
+def publish_server_args():
     """A published config for an EAGLE draft with rejection sampling, topk 1, graphs at CAPTURE_BS."""
     from sglang.srt.model_executor.cuda_graph_config import Backend, CudaGraphConfig, PhaseConfig
     from sglang.srt.runtime_context import get_context
 
     override = get_context().override_server_args(
-        speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=steps,
-        speculative_num_draft_tokens=steps + 1, speculative_use_rejection_sampling=True,
+        speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=NUM_STEPS,
+        speculative_num_draft_tokens=NUM_STEPS + 1, speculative_use_rejection_sampling=True,
         cuda_graph_config=CudaGraphConfig(decode=PhaseConfig(backend=Backend.FULL, bs=list(CAPTURE_BS),
                                                              max_bs=max(CAPTURE_BS))),
         disable_cuda_graph_padding=False, enable_torch_compile=False, enable_profile_cuda_graph=False,
@@ -208,7 +208,7 @@ def graph_runner_checks(device: str, replays: int) -> Dict[str, Any]:
                               "num_steps": NUM_STEPS, "vocab": VOCAB,
                               "graph_backend": "sglang FULL (torch.cuda.CUDAGraph)" if on_gpu
                               else "EagerBackend (CPU: no graph)"}
-    publish_server_args(NUM_STEPS)
+    publish_server_args()
     model = LookupDraftModel(device)
     attention = NoAttention(NUM_STEPS)
     worker = build_worker(device, model, attention)
@@ -242,14 +242,14 @@ def graph_runner_checks(device: str, replays: int) -> Dict[str, Any]:
         cases = []
         for rows, padded_to in REPLAY_SHAPES:
             # Even rows greedy (top_k 1, as SamplingParams makes temperature 0), odd rows TOP_K_ALL.
-            greedy = torch.arange(rows) % 2 == 0
-            top_ks = torch.where(greedy, 1, TOP_K_ALL).to(torch.int32).to(device)
+            greedy = (torch.arange(rows) % 2 == 0).to(device)
+            top_ks = torch.where(greedy, 1, TOP_K_ALL).to(torch.int32)
             totals = {"greedy_rows": 0, "greedy_missed": 0, "sampled_rows": 0, "sampled_missed": 0}
             t0 = time.perf_counter()
             for _ in range(replays):
                 batch = replay_batch(rows, top_ks, device, generator)
                 assert runner.can_run_graph(batch)
-                for key, value in proposal_misses(runner.execute(batch), greedy.to(device)).items():
+                for key, value in proposal_misses(runner.execute(batch), greedy).items():
                     totals[key] += value
             if on_gpu:
                 torch.cuda.synchronize()
