@@ -1,5 +1,5 @@
 # Two commands on a fresh machine:
-#   make campaign   every CPU stage of the default campaign, end to end
+#   make campaign   the seed campaign on real sglang servers on this CPU (toy model), end to end
 #   make test       the test suite (what CI runs)
 PYTHON ?= python3
 VENV := .venv
@@ -28,8 +28,10 @@ profiles:
 		else ln -sfn $(CURDIR)/profiles/$$p $$dest && echo "snakemake --profile $$p -> $$dest"; fi; \
 	done
 
+# The seed campaign's arms on real sglang 0.5.20 servers on this CPU, with the toy model
+# (conf/experiment/eagle_topk_cpu.yaml); `specrepro run --cpu-only` runs only the checks of the GPU campaign.
 campaign: $(BIN)/.installed
-	$(BIN)/specrepro run --cpu-only $(OVERRIDES)
+	$(BIN)/specrepro run experiment=eagle_topk_cpu $(OVERRIDES)
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -16,6 +16,8 @@ import pandas as pd
 from specrepro.analysis import checks, stats
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
+# A claim on a metric the platform or model cannot speak to (CPU timings, a toy model's accuracy).
+NOT_JUDGED = "NOT JUDGED"
 REQUIRED_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value"]
 
 # Where repeats cannot give a noise floor (one value per arm): the relative
@@ -231,26 +233,50 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
 
 
 def judge(claim: Dict[str, Any], runs: pd.DataFrame, requests: Optional[pd.DataFrame], floors: Dict,
-          questions: Optional[Dict[str, int]], invalid: Dict[str, List[str]]) -> Dict[str, Any]:
+          questions: Optional[Dict[str, int]], invalid: Dict[str, List[str]],
+          unjudged: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    metric = claim.get("metric")
+    if metric in (unjudged or {}):
+        return {"id": claim["id"], "text": claim.get("text", ""), "benchmark": claim["benchmark"], "metric": metric,
+                "expect": claim["expect"], "arm": claim.get("arm"), "against": claim.get("against"),
+                "arms": claim.get("arms"), "verdict": NOT_JUDGED,
+                "detail": f"{metric} is shown, not judged here: {unjudged[metric]}"}
     if claim["expect"] == "outputs_unchanged":
         result = checks.judge_outputs_unchanged(claim, requests)
     else:
         result = judge_claim(claim, runs, floors, questions)
-    return checks.exclude_invalid(result, invalid)
+    return predicted_on_pin(claim, checks.exclude_invalid(result, invalid))
+
+
+def predicted_on_pin(claim: Dict[str, Any], result: Dict[str, Any]) -> Dict[str, Any]:
+    """A claim the pinned code is known not to meet (the PR describes its own base) says so beside its verdict,
+    so that NOT REPRODUCED there reads as a fact about the pin, not a failure of the reproduction."""
+    predicted = claim.get("predicted")
+    if not predicted:
+        return result
+    as_predicted = result["verdict"] == predicted["verdict"]
+    note = (f"as predicted for the pinned sglang: {predicted['because']}" if as_predicted else
+            f"predicted {predicted['verdict']} for the pinned sglang ({predicted['because']}); measured otherwise")
+    return {**result, "predicted": predicted, "as_predicted": as_predicted, "detail": f"{result.get('detail', '')}; {note}"}
 
 
 def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baseline: Optional[str] = None,
             claims: Optional[List[Dict[str, Any]]] = None,
             reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
             questions: Optional[Dict[str, int]] = None, invalid_arms: Optional[Dict[str, List[str]]] = None,
-            acceptance: Optional[pd.DataFrame] = None, greedy_benchmarks: List[str] = ()) -> Dict[str, Any]:
+            acceptance: Optional[pd.DataFrame] = None, greedy_benchmarks: List[str] = (),
+            unjudged_metrics: Optional[Dict[str, str]] = None, toy_theory: Optional[Dict[str, Any]] = None,
+            theory_expectations: Optional[Dict[str, Dict[str, str]]] = None) -> Dict[str, Any]:
     """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals.
 
     `invalid_arms`: arm -> why it is not what it says (effective configuration,
     CUDA-graph log); claims naming one are INCONCLUSIVE.  `acceptance`: verify
     steps by drafts accepted (arm, benchmark, repeat, drafts_accepted,
     verify_steps).  `greedy_benchmarks`: the temperature-0 benchmarks whose
-    outputs every arm is compared on against the baseline.
+    outputs every arm is compared on against the baseline.  `unjudged_metrics`: metric -> why claims on it
+    are shown, not judged (the platform's or the model's).  `toy_theory` (a toy model's theory.json) and
+    `theory_expectations` (arm -> benchmark -> argmax | sampled | argmax_after_first): measured accept
+    length beside what the model predicts.
     """
     runs = check_table(runs)
     baseline = baseline or runs["arm"].iloc[0]
@@ -278,5 +304,8 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
         "gsm8k": gsm8k_tests(requests, runs),
         "tpot_bimodality": tpot_bimodality(requests),
         "flags": accept_up_tpot_worse(runs, baseline),
-        "claims": [judge(c, runs, requests, floors, questions, invalid) for c in (claims or [])],
+        "claims": [judge(c, runs, requests, floors, questions, invalid, unjudged_metrics) for c in (claims or [])],
+        "unjudged_metrics": unjudged_metrics or {},
+        "toy_theory": (checks.toy_theory_check(all_runs, requests, toy_theory, theory_expectations or {})
+                       if toy_theory else []),
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
@@ -224,4 +224,66 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
         row.update(resolvable=resolvable, floor=floor, floor_source=source, df=df, repeats=n, questions=questions
                    if metric in binomial_metrics else None, expected=expected, margin=margin, warning=warning)
         out.append(row)
+    return out
+
+
+# How close an argmax-path accept length must sit to theory (the toy model's draft always agrees then).
+THEORY_ARGMAX_TOLERANCE = 0.02
+
+
+def _step_moments(p: float, drafts: int) -> Tuple[float, float]:
+    """Mean and variance of tokens committed in one verify step whose drafts are each right with probability p,
+    accepted until the first wrong one (a sampling draft on the toy model)."""
+    probs = [(p ** a) * (1 - p) for a in range(drafts)] + [p ** drafts]
+    mean = sum((1 + a) * q for a, q in enumerate(probs))
+    var = sum(((1 + a) - mean) ** 2 * q for a, q in enumerate(probs))
+    return mean, var
+
+
+def toy_theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame], theory: Dict[str, Any],
+                     expectations: Dict[str, Dict[str, str]]) -> List[Dict[str, Any]]:
+    """Measured accept length per (arm, benchmark) beside what the toy model predicts.
+
+    argmax: every draft is the target's argmax: steps + 1 (within 2%).
+    sampled: each step accepts its drafts with the P(argmax) of the tokens they follow: theory gives the mean
+    over tokens and its range; the band adds 3 standard errors of the run's verify steps.
+    argmax_after_first: the request's first verify step samples (its proposal comes from the prefill), the
+    rest are argmax: steps + 1 - steps * (1 - p) / (verify steps per request), within 2%.
+    """
+    drafts = int(theory["num_steps"])
+    argmax = float(theory["argmax_accept_length"])
+    p_mean = float(theory["p_argmax"]["mean"])
+    sampled = theory["sampled_accept_length"]
+    _, var = _step_moments(p_mean, drafts)
+    measured = runs[runs["metric"] == "accept_length"].groupby(["arm", "benchmark"])["value"].mean()
+    out = []
+    for arm, per_bench in expectations.items():
+        for bench, kind in per_bench.items():
+            if (arm, bench) not in measured.index:
+                continue
+            value = float(measured[(arm, bench)])
+            steps = None
+            if requests is not None and "spec_verify_ct" in requests.columns:
+                r = requests[(requests["arm"] == arm) & (requests["benchmark"] == bench)]["spec_verify_ct"].dropna()
+                steps = (float(r.sum()), float(r.mean())) if len(r) else None
+            row = {"arm": arm, "benchmark": bench, "kind": kind, "measured": value}
+            if kind == "argmax":
+                row.update(expected=argmax, low=argmax * (1 - THEORY_ARGMAX_TOLERANCE),
+                           high=argmax * (1 + THEORY_ARGMAX_TOLERANCE))
+            elif kind == "argmax_after_first":
+                if not steps:
+                    row.update(expected=None, low=None, high=None, agrees=None,
+                               why="needs verify steps per request (meta_info spec_verify_ct)")
+                    out.append(row)
+                    continue
+                expected = argmax - drafts * (1 - p_mean) / steps[1]
+                row.update(expected=expected, low=expected * (1 - THEORY_ARGMAX_TOLERANCE),
+                           high=expected * (1 + THEORY_ARGMAX_TOLERANCE))
+            else:
+                se = math.sqrt(var / steps[0]) if steps else 0.0
+                row.update(expected=float(sampled["mean"]), low=float(sampled["min"]) - 3 * se,
+                           high=float(sampled["max"]) + 3 * se, verify_steps=steps[0] if steps else None)
+            row["agrees"] = row["low"] <= value <= row["high"]
+            row["relative_to_argmax"] = value / argmax - 1
+            out.append(row)
     return out

@@ -10,6 +10,9 @@
         against: main_rs_on                # not for `zero`
         arms: [..]                         # `zero` only; default every arm that runs the benchmark
         margin: 0.02                       # optional: relative band for equal / not_below
+        predicted:                         # optional: what the pinned code is known to give, and why
+          verdict: NOT REPRODUCED          #   (the PR describes its own base); shown beside the verdict
+          because: ...
 
 `outputs_unchanged` takes no metric: per question of a temperature-0 GSM8K
 benchmark, `arm`'s text must equal `against`'s (analysis/checks.py).
@@ -37,7 +40,8 @@ KIND_METRICS = {
                       "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length_server_lifetime",
                       *ACCEPT_LENGTH_METRICS),
 }
-CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin"}
+CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted"}
+VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
 
 
 class ClaimsError(ValueError):
@@ -107,6 +111,11 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
                 problems.append(f"{where}: arm {arm!r} is not an arm of this experiment ({', '.join(arms)})")
             elif arm and bench in benchmark_kinds and bench not in arm_benchmarks.get(arm, []):
                 problems.append(f"{where}: arm {arm!r} does not run benchmark {bench!r}")
+        predicted = claim.get("predicted")
+        if predicted is not None and not (isinstance(predicted, dict) and predicted.get("verdict") in VERDICTS
+                                          and isinstance(predicted.get("because"), str) and predicted["because"]):
+            problems.append(f"{where}.predicted: a mapping with `verdict` (one of {list(VERDICTS)}) and `because` "
+                            f"(the reason), got {predicted!r}")
         if "margin" in claim and not (isinstance(claim["margin"], (int, float)) and 0 <= claim["margin"] < 1):
             problems.append(f"{where}.margin: a fraction in [0, 1), got {claim['margin']!r}")
     return problems

@@ -98,7 +98,28 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
 def claims_table(analysis: Dict[str, Any]) -> str:
     lines = table_head("claim", "verdict", "numbers")
     for c in analysis["claims"]:
-        lines.append(f"| {c['text'] or c['id']} | **{c['verdict']}** | {c.get('detail', '')} |")
+        verdict = f"**{c['verdict']}**" + (" (as predicted for the pin)" if c.get("as_predicted") else "")
+        lines.append(f"| {c['text'] or c['id']} | {verdict} | {c.get('detail', '')} |")
+    return "\n".join(lines)
+
+
+def toy_theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """Measured accept length beside what the toy model predicts (specrepro.toy_model)."""
+    rows = analysis.get("toy_theory") or []
+    if not rows:
+        return ""
+    kinds = {"argmax": "argmax draft: every draft accepted",
+             "sampled": "sampling draft: 1 + p + p^2 + ... per step",
+             "argmax_after_first": "argmax after the request's first step (its prefill proposal samples)"}
+    lines = ["### Accept length against the toy model's theory", "",
+             f"Model `{cfg['model']['name']}`: what theory predicts from its weights (theory.json), beside the "
+             "measured accept length (tokens committed per verify step).", "",
+             *table_head("arm", "benchmark", "draft proposes", "measured", "expected", "band", "agrees")]
+    for r in rows:
+        band = "-" if r.get("low") is None else f"{r['low']:.3f} .. {r['high']:.3f}"
+        agrees = {True: "yes", False: "**no**", None: "-"}[r.get("agrees")]
+        lines.append(f"| {r['arm']} | {r['benchmark']} | {kinds[r['kind']]} | {r['measured']:.3f} | "
+                     f"{_fmt(r.get('expected'))} | {band} | {agrees} |")
     return "\n".join(lines)
 
 
@@ -161,14 +182,26 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> st
     return "\n".join(lines).rstrip()
 
 
+def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:
+    """Metrics the platform or the model cannot speak to: shown in the tables, never judged."""
+    return {**(cfg["model"].get("unjudged_metrics") or {}), **(cfg["platform"].get("unjudged_metrics") or {})}
+
+
 def executed_statement(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]] = ()) -> str:
     """The first line of the report: where the numbers come from, as measured."""
     plat = cfg["platform"]
     models = sorted({(r.get("fingerprint") or {}).get("gpu_model") or "none" for r in arm_records})
     if plat["accelerator"] == "none":
-        return ("**Where this ran:** platform `{}` without an accelerator (measured: no GPU). The servers here were "
-                "not sglang on a GPU, so the numbers below say nothing about the change's performance; they prove "
-                "the pipeline.".format(plat["name"]))
+        what = f": {plat['what_runs']}" if plat.get("what_runs") else ""
+        purpose = ("with the toy model `{}` they show the change's mechanism (accept length, acceptance, greedy "
+                   "outputs) against what the model predicts, not {} performance".format(
+                       cfg["model"]["name"], cfg["experiment"].get("reference_platform") or "GPU")
+                   if cfg["model"].get("toy") else "they prove the pipeline")
+        shown = sorted(unjudged_metrics(cfg))
+        return ("**Where this ran:** platform `{}` without an accelerator (measured: no GPU){}. The servers here were "
+                "not sglang on a GPU, so the numbers below say nothing about the change's performance; {}.{}".format(
+                    plat["name"], what, purpose,
+                    f" Shown, not judged: {', '.join(shown)}." if shown else ""))
     measured = ", ".join(models) if arm_records else "not measured"
     return (f"**Where this ran:** platform `{plat['name']}`; GPUs measured inside the arms' images: {measured} "
             f"(configured: {plat.get('gpu_model') or plat['accelerator']}).")
@@ -187,8 +220,9 @@ def arm_checks_section(arm_records: List[Dict[str, Any]], run_records: Dict[str,
         return ""
     lines = ["### Did each arm run what it says", "",
              "From each launch's `/server_info` (resolved server arguments, version) and the decode log's "
-             "`cuda graph:` field; an invalid arm's numbers stay in the tables but no claim is judged on them.", "",
-             *table_head("arm", "valid", "decode lines `cuda graph: True` / `False`", "problems")]
+             "`cuda graph:` field (`cpu graph:` on sglang's CPU engine); an invalid arm's numbers stay in the tables "
+             "but no claim is judged on them.", "",
+             *table_head("arm", "valid", "decode lines `graph: True` / `False`", "problems")]
     for rec in arm_records:
         validity = rec.get("validity") or {"valid": None, "problems": ["not checked (recorded before this check)"]}
         on = off = 0
@@ -316,14 +350,19 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
+    from specrepro.toy_model import load_theory
+
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = [c for c in load_claims(claims_path) if c["id"] not in skipped]
+    toy = cfg["model"].get("toy")
     questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
     greedy = [b for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k" and v["gsm8k"]["temperature"] == 0]
     analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
                        cfg["experiment"].get("reference_repeats"), questions,
                        invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),
-                       acceptance=acceptance, greedy_benchmarks=greedy)
+                       acceptance=acceptance, greedy_benchmarks=greedy, unjudged_metrics=unjudged_metrics(cfg),
+                       toy_theory=load_theory(Path(toy["dir"])) if toy else None,
+                       theory_expectations=cfg["experiment"].get("theory"))
     run_records = run_records_of(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
@@ -341,6 +380,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "",
         seed_tables(cfg, analysis),
         "",
+        *([toy_theory_section(cfg, analysis), ""] if analysis.get("toy_theory") else []),
         "### Claims",
         "",
         claims_table(analysis),

@@ -85,7 +85,9 @@ def standin_overrides(results: Path, assets: Path, arms=("main_rs_off", "main_rs
            "benchmarks.bench_serving.serving.input_len=64", "benchmarks.bench_serving.serving.output_len=32",
            "benchmarks.bench_serving.serving.num_prompts=4",
            f"benchmarks.bench_serving.serving.dataset_path={assets / 'sharegpt.json'}",
-           "serve.ready_timeout_s=60", "serve.shutdown_grace_s=5", "serve.warmup_requests=1"]
+           "serve.ready_timeout_s=60", "serve.shutdown_grace_s=5", "serve.warmup_requests=1",
+           # the stand-in's model folder is a tokenizer only: sglang cannot resolve arguments against it
+           "preflight.resolve_server_args=false"]
     out += [f"~experiment.arms.{a}" for a in all_arms if a not in arms]
     out += [f"experiment.arms.{a}.benchmarks=[{','.join(benchmarks)}]" for a in arms]
     out.append(f"experiment.skip_claims=[{','.join(claims_needing_more_than(arms, benchmarks))}]")

@@ -79,12 +79,26 @@ def test_meta_info_and_metrics_sources():
     after = al.parse_prometheus(text.replace("100.0", "170.0").replace("40.0", "60.0").replace("7.0", "9.0"))
     # 70 tokens of 2 finished requests over 20 verifies: 2 of them came from prefills
     assert al.from_metrics(before, after)["accept_length"] == pytest.approx((70 - 2) / 20)
+    # each finished request may hide up to 3 committed drafts past its max_new_tokens (4 draft tokens a verify)
+    assert al.from_metrics(before, after, drafts_per_verify=3)["accept_length_upper"] == pytest.approx((68 + 6) / 20)
 
 
 def test_agreement_flags_more_than_two_percent():
     assert al.agreement({"a": 3.0, "b": 3.05, "c": None})["agree"] is True
     assert al.agreement({"a": 3.0, "b": 3.2})["agree"] is False
     assert al.agreement({"a": 3.0, "b": None})["agree"] is None
+
+
+def test_a_source_with_an_upper_bound_agrees_anywhere_in_its_interval():
+    # counters that miss the overrun drafts of short requests: 3.03 emitted, up to 3.16 committed
+    values = {"decode_log": 3.134, "meta_info": 3.120, "metrics": 3.027}
+    assert al.agreement(values)["agree"] is False
+    both = al.agreement(values, upper={"metrics": 3.16})
+    assert both["agree"] is True and both["max_relative_spread"] == pytest.approx((3.134 - 3.120) / 3.16)
+    assert both["intervals"] == {"metrics": [3.027, 3.16]}
+    # an interval that still misses the others by more than 2% disagrees, by its gap
+    far = al.agreement({"meta_info": 3.6, "metrics": 3.0}, upper={"metrics": 3.4})
+    assert far["agree"] is False and far["max_relative_spread"] == pytest.approx(0.2 / 3.6)
 
 
 def test_accept_len_cli(tmp_path):
@@ -98,3 +112,14 @@ def test_accept_len_cli(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "specrepro.cli", "accept-len", str(tmp_path / "nope.log")],
                              capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert missing.returncode == 2 and "nope.log" in missing.stderr
+
+
+def test_sglangs_cpu_engine_spells_the_graph_field_cpu_graph():
+    # two lines as sglang 0.5.20's real server printed them on this CPU (platform cpu, 2026-12-04)
+    lines = ["[2026-12-04 16:36:39.405] Decode batch, #running-req: 1, #token: 115, token usage: 0.01, accept len: "
+             "3.40, accept rate: 0.80, cpu graph: False, gen throughput (token/s): 218.54, #queue-req: 0",
+             "[2026-12-04 16:36:39.473] Decode batch, #running-req: 1, #token: 129, token usage: 0.02, accept len: "
+             "2.80, accept rate: 0.60, cpu graph: False, gen throughput (token/s): 204.83, #queue-req: 0"]
+    stats = al.parse_decode_lines(lines)
+    assert stats.accept_length == pytest.approx(3.1) and stats.malformed == 0
+    assert stats.cuda_graph_lines == {"True": 0, "False": 2}

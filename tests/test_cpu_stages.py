@@ -5,11 +5,13 @@ from __future__ import annotations
 import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 
 from specrepro.config import PROJECT_ROOT
-from specrepro.patch_check import ensure_env, env_key, requirements_file
+from specrepro.patch_check import requirements_file
+from specrepro.sglang_env import ensure_env, env_key
 
 pytestmark = pytest.mark.e2e
 
@@ -64,11 +66,12 @@ def test_results_are_in_mlflow(cpu_campaign):
 
 
 def test_check_env_is_reused(cpu_campaign):
-    """Keyed by (pinned version, patch hash, requirements): a second run gets the same env back at once."""
+    """Keyed by (requirements, Python): a second run gets the same env back at once, with no sglang inside
+    (each probe puts the tree it tests first on PYTHONPATH)."""
     verdict = cpu_campaign["verdict"]
-    key = env_key("0.5.20", [p["sha256"] for p in verdict["patches"]], requirements_file(PROJECT_ROOT))
-    assert key == verdict["env"]["key"]
+    assert env_key(requirements_file(PROJECT_ROOT)) == verdict["env"]["key"]
     start = time.monotonic()
-    again = ensure_env(PROJECT_ROOT / ".cache", key, requirements_file(PROJECT_ROOT), PROJECT_ROOT / "nonexistent", io.StringIO())
+    again = ensure_env(PROJECT_ROOT / ".cache", requirements_file(PROJECT_ROOT), io.StringIO())
     assert again["reused"] and again["path"] == verdict["env"]["path"]
     assert time.monotonic() - start < 5
+    assert not list(Path(again["path"]).glob("lib/python*/site-packages/sglang"))

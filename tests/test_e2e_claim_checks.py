@@ -63,8 +63,8 @@ def test_a_no_cuda_graph_arm_whose_log_says_true_is_flagged(misbehaving):
     validity = arm_record(misbehaving, "main_rs_on_nocg")["validity"]
     assert validity["valid"] is False
     assert any("disable_cuda_graph is set, yet" in p and "`cuda graph: True`" in p for p in validity["problems"])
-    claim = misbehaving["claims"]["nocg_fixed_without_patch"]
-    assert claim["verdict"] == "INCONCLUSIVE" and claim["invalid_arms"] == ["main_rs_on_nocg", "pr_rs_on_nocg"]
+    claim = misbehaving["claims"]["nocg_patch_changes_nothing"]
+    assert claim["verdict"] == "INCONCLUSIVE" and set(claim["invalid_arms"]) == {"main_rs_on_nocg", "pr_rs_on_nocg"}
 
 
 def test_changed_greedy_outputs_are_not_reproduced_with_the_questions_listed(misbehaving):

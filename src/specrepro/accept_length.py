@@ -14,7 +14,9 @@
     verify commits its correct drafts plus one bonus token, so
     accept len = 1 + accept rate x d, up to the two-decimal rounding.
     `cuda graph: True|False` says whether the logged batch ran a CUDA graph
-    (counted for every Decode-batch line, speculative or not).
+    (counted for every Decode-batch line, speculative or not); the same field
+    is spelled `cpu graph:` on sglang's CPU engine (`npu graph:`, `musa graph:`
+    on those devices: the reporter's `_graph_backend_label`).
 (b) per-request meta_info: 1 + Σ correct drafts / Σ spec_verify_ct (see
     `from_meta_info`).  sglang 0.5.20
     (managers/tokenizer_manager.py, schedule_batch.py) reports per request
@@ -25,7 +27,10 @@
     token) + correct + verify_ct, less what the last step accepted past the
     request's end (0 .. num_draft_tokens - 1).
 (c) /metrics counter deltas (when the server runs with --enable-metrics):
-    (Δ generation tokens - Δ finished requests) / Δ verify calls.
+    (Δ generation tokens - Δ finished requests) / Δ verify calls: emitted
+    tokens, so a request that ends inside a verify step hides the drafts that
+    step accepted past its end; the counters bound what was committed from
+    both sides (`from_metrics`).
 
 All three measure tokens committed per verify step.  A request's first token
 comes from its prefill, not from a verify step: sglang's own per-request
@@ -49,7 +54,7 @@ DECODE = re.compile(
 # A Decode-batch line that is not whole (truncated, interleaved): counted, never parsed.
 DECODE_START = re.compile(r"Decode batch")
 TAIL = re.compile(r"#queue-req: \d+")
-CUDA_GRAPH = re.compile(r", cuda graph: (True|False),")
+CUDA_GRAPH = re.compile(r", (?:cuda|cpu|npu|musa) graph: (True|False),")
 
 # Disagreement between sources above this fraction is flagged.
 DISAGREEMENT = 0.02
@@ -193,24 +198,46 @@ def parse_prometheus(text: str) -> Dict[str, float]:
 
 
 def from_metrics(before: Dict[str, float], after: Dict[str, float],
-                 tokens_counter: str = SPEC_TOKENS_COUNTER, verify_counter: str = SPEC_VERIFY_COUNTER) -> Dict:
+                 tokens_counter: str = SPEC_TOKENS_COUNTER, verify_counter: str = SPEC_VERIFY_COUNTER,
+                 drafts_per_verify: Optional[int] = None) -> Dict:
+    """(Δ generation tokens - Δ finished requests) / Δ verify calls, and the most it can undercount.
+
+    The counters see the tokens a request emitted: when a request reaches
+    max_new_tokens inside a verify step, the drafts that step accepted past
+    the limit were committed by the verify (the decode log and meta_info count
+    them) but never emitted.  Each finished request hides at most
+    `drafts_per_verify` such tokens, so tokens committed per verify lies in
+    [accept_length, accept_length_upper]: the gap is negligible for long
+    outputs and a few percent for short ones.
+    """
     if tokens_counter not in after or verify_counter not in after:
         return {"accept_length": None, "note": f"counters {tokens_counter}, {verify_counter} not exported"}
     d_tokens = after[tokens_counter] - before.get(tokens_counter, 0.0)
     d_verify = after[verify_counter] - before.get(verify_counter, 0.0)
     # each finished request's prefill token is not a verify step's
     d_requests = after.get(REQUESTS_COUNTER, 0.0) - before.get(REQUESTS_COUNTER, 0.0)
-    return {"accept_length": (d_tokens - d_requests) / d_verify if d_verify > 0 else None,
-            "tokens_delta": d_tokens, "requests_delta": d_requests, "verify_delta": d_verify}
+    value = (d_tokens - d_requests) / d_verify if d_verify > 0 else None
+    upper = (value + drafts_per_verify * d_requests / d_verify
+             if value is not None and drafts_per_verify else None)
+    return {"accept_length": value, "accept_length_upper": upper, "tokens_delta": d_tokens,
+            "requests_delta": d_requests, "verify_delta": d_verify}
 
 
-def agreement(values: Dict[str, Optional[float]], tolerance: float = DISAGREEMENT) -> Dict:
-    present = {k: v for k, v in values.items() if v is not None}
+def agreement(values: Dict[str, Optional[float]], tolerance: float = DISAGREEMENT,
+              upper: Optional[Dict[str, float]] = None) -> Dict:
+    """Whether the sources agree within `tolerance` (relative).
+
+    A source with an `upper` bound is the interval [value, upper] (see
+    from_metrics); the spread is the largest gap between any two sources.
+    """
+    present = {k: (v, max(v, (upper or {}).get(k) or v)) for k, v in values.items() if v is not None}
     if len(present) < 2:
         return {"agree": None, "max_relative_spread": None, "sources": sorted(present)}
-    lo, hi = min(present.values()), max(present.values())
-    spread = (hi - lo) / hi if hi else 0.0
-    return {"agree": spread <= tolerance, "max_relative_spread": spread, "sources": sorted(present)}
+    top = max(hi for _, hi in present.values())
+    gap = max(0.0, max(lo for lo, _ in present.values()) - min(hi for _, hi in present.values()))
+    spread = gap / top if top else 0.0
+    return {"agree": spread <= tolerance, "max_relative_spread": spread, "sources": sorted(present),
+            **({"intervals": {k: list(v) for k, v in present.items() if v[0] != v[1]}} if upper else {})}
 
 
 # The decode log prints both numbers to two decimals: a line is consistent when

@@ -149,9 +149,26 @@ class Campaign:
 
     # --- command lines -----------------------------------------------------
     def server_args(self, arm: str) -> Dict[str, Any]:
+        """The model's arguments, then the platform's (device, backends), then the arm's own."""
         merged = dict(self.cfg["model"]["server_args"])
+        merged.update(self.cfg["platform"].get("server_args") or {})
         merged.update(self.arm(arm).get("extra_server_args") or {})
         return merged
+
+    @property
+    def toy_theory(self) -> str:
+        """theory.json of a model the pipeline builds (model.toy), '' for a model from outside."""
+        toy = self.cfg["model"].get("toy")
+        return str(Path(toy["dir"]) / "theory.json") if toy else ""
+
+    def model_inputs(self) -> List[str]:
+        """Files a server needs that the DAG makes (a toy model's pair)."""
+        return [self.toy_theory] if self.toy_theory else []
+
+    @property
+    def server_gpus(self) -> int:
+        """Accelerators one server holds (none on a platform without one, whatever the model says)."""
+        return self.cfg["model"]["gpus"] if self.cfg["platform"]["accelerator"] != "none" else 0
 
     def requested_fields(self, arm: str) -> Dict[str, Any]:
         """The arm's server arguments by ServerArgs field, as /server_info must report them back."""
@@ -172,8 +189,18 @@ class Campaign:
             flags.append("--enable-metrics")
         return flags
 
+    @property
+    def python(self) -> str:
+        """The Python that serves and runs the clients: the platform's, or the venv the pipeline builds for it."""
+        plat = self.cfg["platform"]
+        if plat.get("python_env"):
+            from specrepro.sglang_env import env_dir
+
+            return str(env_dir(self.cache_dir, self.project_root / "requirements" / plat["python_env"]) / "bin" / "python")
+        return plat["python"]
+
     def server_argv(self, arm: str, host: str, port: int, python: Optional[str] = None) -> List[str]:
-        python = python or self.cfg["platform"]["python"]
+        python = python or self.python
         return [python, "-m", SERVER_MODULE, *self.server_flags(arm, host, port)]
 
     def bench_serving_argv(
@@ -181,7 +208,7 @@ class Campaign:
     ) -> List[str]:
         s = self.benchmark(benchmark)["serving"]
         argv = [
-            python or self.cfg["platform"]["python"], "-m", BENCH_SERVING_MODULE,
+            python or self.python, "-m", BENCH_SERVING_MODULE,
             "--backend", "sglang",
             "--base-url", base_url,
             "--dataset-name", s["dataset_name"],
@@ -247,6 +274,8 @@ class Campaign:
             "offline": self.cfg.get("offline", False),
             "platform": {k: v for k, v in self.cfg["platform"].items() if k not in ("mounts", "runtime_command")},
             "model_gpus": self.cfg["model"]["gpus"],
+            # a model the pipeline builds: its recipe is part of what is measured
+            "model_toy": self.cfg["model"].get("toy"),
         }
 
     def run_key(self, arm: str, benchmark: str, image_id: str = "") -> str:

@@ -34,11 +34,21 @@ def cmd_plan(args) -> int:
     from specrepro.campaign import Campaign
     from specrepro.workflow_support import job_counts, job_table
 
+    from specrepro.effective_config import describe_resolution, plan_resolution, refused_arms
+
     cfg = compose(args.overrides)
     campaign = Campaign(cfg)
     print(campaign.describe_plan())
     for warning in campaign.warnings():
         print(f"WARNING: {warning}", file=sys.stderr)
+    resolution = {"skipped": "--no-resolve"} if args.no_resolve else plan_resolution(campaign)
+    print()
+    print("\n".join(describe_resolution(resolution)))
+    refused = refused_arms(resolution)
+    if refused:
+        print(f"specrepro plan: sglang would rewrite what arms {', '.join(refused)} ask for (above); fix their "
+              f"arguments before spending GPU time", file=sys.stderr)
+        return 2
     if not args.snakemake:
         target = args.targets[0] if args.targets else "all"
         print(f"\n# DAG jobs for `{target}` on an empty results folder "
@@ -113,11 +123,25 @@ def cmd_run(args) -> int:
     argv = _snakemake_argv(resolved, args.profile, extra)
     print(f"specrepro: resolved config {resolved}", file=sys.stderr)
     rc = subprocess.call(argv, cwd=PROJECT_ROOT)
-    if args.cpu_only and rc == 0:
-        report = Path(cfg["results_dir"]) / "report" / "cpu_stages.md"
+    if rc == 0:
+        print_report_summary(Path(cfg["results_dir"]), args.cpu_only)
+    return rc
+
+
+def print_report_summary(results: Path, cpu_only: bool) -> None:
+    """What a finished run shows in the terminal: the report's head (what ran, the tables, the claims)."""
+    if cpu_only:
+        report = results / "report" / "cpu_stages.md"
         if report.is_file():
             print(report.read_text())
-    return rc
+        return
+    report = results / "report" / "report.md"
+    if not report.is_file():
+        return
+    head = report.read_text().split("\n### Noise floors", 1)[0]
+    print(head.rstrip())
+    print(f"\nFull report: {report} (and {report.with_suffix('.html')}, with plots); MLflow: "
+          f"mlflow ui --backend-store-uri sqlite:///{results / 'mlflow.db'}")
 
 
 def cmd_preflight(args) -> int:
@@ -253,7 +277,32 @@ def cmd_log(args) -> int:
     return 0
 
 
+def cmd_toy_model(args) -> int:
+    """Build the toy target + EAGLE draft pair (the toy_lookup model's recipe, overridable)."""
+    from specrepro.gsm8k import Gsm8kDataError
+    from specrepro.toy_model import toy_model_stage
+
+    cfg = compose(["model=toy_lookup", *args.overrides])
+    toy = dict(cfg["model"]["toy"], dir=str(Path(args.dir).resolve()))
+    try:
+        record = toy_model_stage(toy, cfg["model"]["server_args"].get("speculative_num_steps", 3),
+                                 Path(cfg["cache_dir"]), cfg["offline"], sys.stdout)
+    except Gsm8kDataError as exc:
+        print(f"specrepro toy-model: {exc}", file=sys.stderr)
+        return 2
+    print(f"serve it with: --model-path {record['target']} --speculative-draft-model-path {record['draft']} "
+          f"--speculative-algorithm EAGLE --speculative-num-steps {record['num_steps']} --speculative-eagle-topk 1 "
+          f"--speculative-num-draft-tokens {record['num_steps'] + 1}")
+    return 0
+
+
 def add_tool_subcommands(sub) -> None:
+    p = sub.add_parser("toy-model", help="build the toy target + EAGLE draft pair whose acceptance theory predicts")
+    p.add_argument("dir", help="folder to write target/, draft/ and theory.json into")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides of the recipe, e.g. model.toy.seed=3 "
+                                                "model.toy.sharpness=6")
+    p.set_defaults(func=cmd_toy_model)
+
     p = sub.add_parser("gsm8k", help="one GSM8K repeat against a running server (few_shot_gsm8k semantics)")
     p.add_argument("--base-url", required=True)
     p.add_argument("--benchmark", default="gsm8k")
@@ -296,6 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*")
     p.add_argument("--profile", default=None)
     p.add_argument("--target", dest="targets", action="append", default=[], help="Snakemake target(s) to plan")
+    p.add_argument("--no-resolve", action="store_true",
+                   help="skip sglang's own resolution of each arm's arguments (it needs the local sglang env)")
     p.add_argument("--snakemake", action="store_true",
                    help="list the jobs from Snakemake's dry run (state-aware, slower) instead of the campaign's fan-out")
     p.set_defaults(func=cmd_plan)

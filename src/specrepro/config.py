@@ -28,6 +28,8 @@ ACCELERATORS = {"rocm", "cuda", "none"}
 SOURCE_METHODS = {"auto", "git", "registry"}
 # Flags the pipeline owns per server launch; a config may not set them.
 PIPELINE_OWNED_FLAGS = {"--host", "--port", "--decode-log-interval", "--enable-metrics"}
+# What a toy model's draft proposes (experiment.theory), see specrepro.toy_model.
+THEORY_KINDS = ("argmax", "sampled", "argmax_after_first")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -249,6 +251,24 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"serve.placement: {serve['placement']!r} not one of ['exclusive', 'packed']")
     if serve["decode_log_interval"] is not None and serve["decode_log_interval"] < 1:
         problems.append("serve.decode_log_interval: must be >= 1")
+    if plat.get("python_env") and not (Path(cfg["project_root"]) / "requirements" / plat["python_env"]).is_file():
+        problems.append(f"platform.python_env: requirements/{plat['python_env']} not found under {cfg['project_root']}")
+    if plat.get("python_env") and plat["container_runtime"] != "none":
+        problems.append("platform.python_env: a pipeline-built venv serves bare processes only (container_runtime: none)")
+    toy = cfg["model"].get("toy")
+    if toy and not re.fullmatch(r"[0-9a-f]{64}", str(toy["corpus"]["sha256"])):
+        problems.append("model.toy.corpus.sha256: must be 64 hex digits")
+    for arm, per_bench in (exp.get("theory") or {}).items():
+        if arm not in arms:
+            problems.append(f"experiment.theory.{arm}: not an arm of this experiment")
+            continue
+        for bench, kind in per_bench.items():
+            if kind not in THEORY_KINDS:
+                problems.append(f"experiment.theory.{arm}.{bench}: {kind!r} is not one of {list(THEORY_KINDS)}")
+            elif bench not in (arms[arm].get("benchmarks") or []):
+                problems.append(f"experiment.theory.{arm}.{bench}: arm {arm} does not run benchmark {bench!r}")
+    if exp.get("theory") and not toy:
+        problems.append("experiment.theory: expectations need a model whose acceptance is known (model.toy)")
     if cfg["sglang"]["source"] not in SOURCE_METHODS:
         problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
 
@@ -287,7 +307,8 @@ def _flag_problems(cfg: Dict[str, Any]) -> List[str]:
     except FileNotFoundError as exc:
         return [f"sglang.version: {exc}"]
     problems = []
-    sources = [("model.server_args", cfg["model"]["server_args"])]
+    sources = [("model.server_args", cfg["model"]["server_args"]),
+               ("platform.server_args", cfg["platform"].get("server_args") or {})]
     sources += [
         (f"experiment.arms.{a}.extra_server_args", arm.get("extra_server_args") or {})
         for a, arm in cfg["experiment"]["arms"].items()

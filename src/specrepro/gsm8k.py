@@ -99,6 +99,7 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
             body = resp.json()
             output = body["text"]
             meta = body.get("meta_info") or {}
+            output_ids = body.get("output_ids")
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"/generate returned malformed JSON for question {index}: {resp.text[:300]!r}") from exc
         pred = answer_value(output)
@@ -106,6 +107,8 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
             "index": index,
             "prompt_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
             "output": output,
+            # the tokens themselves (sglang's /generate returns them): a toy model's outputs are checked by id
+            "output_ids": output_ids,
             "answer": pred,
             "label": label,
             "correct": pred == label,

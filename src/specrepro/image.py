@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -202,8 +203,17 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
                               "patch_series": series, "patch_sha256": [p["sha256"] for p in manifest.get("patches", [])]}
     if runtime == "none":
         pkg_parent = tree / (manifest.get("package_dir") or manifest["source"]["package_dir"])
-        record.update(kind="tree", python=plat["python"], pythonpath=str(pkg_parent.parent))
-        print(f"arm {arm}: local platform, sglang tree {pkg_parent}", file=log)
+        python = campaign.python
+        if plat.get("python_env"):
+            from specrepro.sglang_env import ensure_env
+
+            record["env"] = ensure_env(campaign.cache_dir, campaign.project_root / "requirements" / plat["python_env"],
+                                       log)
+        # The arm's tree first: it wins over anything the environment holds.
+        paths = [str(pkg_parent.parent), *plat.get("pythonpath", [])]
+        record.update(kind="tree", python=python, sglang_root=str(pkg_parent.parent), pythonpath=os.pathsep.join(paths))
+        print(f"arm {arm}: platform {plat['name']} without a container, sglang tree {pkg_parent}, python {python}",
+              file=log)
         write_json(output, record)
         return record
 

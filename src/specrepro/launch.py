@@ -66,7 +66,7 @@ class LaunchContext:
 
 
 def planned_context(campaign: Campaign, arm: str) -> LaunchContext:
-    n = campaign.cfg["model"]["gpus"] if campaign.cfg["platform"]["accelerator"] != "none" else 0
+    n = campaign.server_gpus
     return LaunchContext(port=campaign.cfg["serve"]["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
                          image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER")
 
@@ -233,7 +233,7 @@ class Launcher:
 
     # --- whole command lines --------------------------------------------------------
     def server_argv(self, ctx: LaunchContext, python: Optional[str] = None) -> List[str]:
-        python = python or self.plat["python"]
+        python = python or self.campaign.python
         inner = self.server_command(ctx, python)
         return self.wrap(ctx, inner, server=True)
 
@@ -284,7 +284,7 @@ class Launcher:
         if kind == "gsm8k":
             return self.campaign.gsm8k_argv(run.benchmark, run.repeat, base_url, out_dir)
         inner = self.campaign.bench_serving_argv(run.benchmark, run.repeat, base_url, f"{out_dir}/bench_serving.jsonl",
-                                                 python=python or self.plat["python"])
+                                                 python=python or self.campaign.python)
         return self.wrap(ctx, inner, server=False)
 
     def stop_argv(self, ctx: LaunchContext, grace_s: float) -> List[List[str]]:

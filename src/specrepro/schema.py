@@ -15,6 +15,28 @@ from omegaconf import MISSING
 
 
 @dataclass
+class DataSource:
+    # Local copy (offline runs, tests); relative paths are from the project root.
+    path: str = MISSING
+    sha256: str = MISSING
+    # Canonical download, used only when `path` is absent and downloads are allowed.
+    url: Optional[str] = None
+
+
+@dataclass
+class ToyModelConfig:
+    # Folder the pair is written to: target/, draft/, theory.json (server_args point inside it).
+    dir: str = MISSING
+    seed: int = 0
+    vocab_size: int = 361
+    hidden: int = 64
+    # Logit of the next token is sharpness * cos(...): 8 gives P(argmax) about 0.8-0.86 at T=1.
+    sharpness: float = 8.0
+    # Text the tokenizer is trained on (a GSM8K-style JSONL of questions and answers).
+    corpus: DataSource = field(default_factory=DataSource)
+
+
+@dataclass
 class ModelConfig:
     # Short name used in run names and result paths.
     name: str = MISSING
@@ -27,6 +49,10 @@ class ModelConfig:
     accelerators: List[str] = field(default_factory=lambda: ["rocm", "cuda"])
     # What an offline cluster must provide for this model (docs only).
     notes: str = ""
+    # A model the pipeline builds itself (no download): `specrepro toy-model`'s pair.
+    toy: Optional[ToyModelConfig] = None
+    # Metrics this model cannot speak to (metric -> why): shown, never judged.
+    unjudged_metrics: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +110,21 @@ class PlatformConfig:
     # How a server starts; `{python}` is replaced.  A wrapper (numactl, a
     # profiler) goes in front; the arm's flags are appended.
     server_command: List[str] = field(default_factory=lambda: ["{python}", "-m", "sglang.launch_server"])
+    # Server arguments every arm on this platform gets (device, backends); an arm's own win.
+    server_args: Dict[str, Any] = field(default_factory=dict)
+    # No container: folders put on the server's PYTHONPATH after the arm's sglang tree.
+    pythonpath: List[str] = field(default_factory=list)
+    # No container: a requirements file under requirements/ the pipeline builds a venv from
+    # (cached under cache_dir/envs); its Python serves and runs the clients.  None: `python` as is.
+    python_env: Optional[str] = None
+    # Metrics this platform cannot speak to (metric -> why): shown, never judged.
+    unjudged_metrics: Dict[str, str] = field(default_factory=dict)
+    # Platform facts the launch itself establishes for sglang (sglang.srt.runtime_context names), applied
+    # when sglang resolves the arms' arguments before launch (plan, preflight).
+    sglang_platform_facts: Dict[str, Any] = field(default_factory=dict)
+    # What serves on this platform, in a few words, for the report's first line ("" on a GPU platform,
+    # where the measured GPU facts say it).
+    what_runs: str = ""
 
 
 @dataclass
@@ -105,15 +146,6 @@ class PatchEntry:
     path: Optional[str] = None
     url: Optional[str] = None
     sha256: Optional[str] = None
-
-
-@dataclass
-class DataSource:
-    # Local copy (offline runs, tests); relative paths are from the project root.
-    path: str = MISSING
-    sha256: str = MISSING
-    # Canonical download, used only when `path` is absent and downloads are allowed.
-    url: Optional[str] = None
 
 
 @dataclass
@@ -187,6 +219,10 @@ class ExperimentConfig:
     claims: Optional[str] = None
     # Claim ids not judged in this campaign (e.g. when some arms were dropped); reported as skipped.
     skip_claims: List[str] = field(default_factory=list)
+    # With a toy model (model.toy): what each arm's draft proposes per benchmark, for the expected
+    # accept length beside the measured one: argmax | sampled | argmax_after_first (the prefill's
+    # proposal is sampled, every later one is the argmax).
+    theory: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -229,6 +265,9 @@ class PreflightConfig:
     gpu_idle_timeout_s: float = 900.0
     # Read the image's sglang version, patch record and flags, and the paths, inside the image.
     inside_image: bool = True
+    # Run sglang's own resolution of the arm's arguments inside the image (with the model's config.json):
+    # a field it would rewrite, or arguments it refuses, stop the arm before the model loads.
+    resolve_server_args: bool = True
 
 
 @dataclass

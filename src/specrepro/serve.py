@@ -342,11 +342,12 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     ended = time.time()
 
     decode = al.parse_decode_lines(al.read_window(server.log_path, start_offset, end_offset))
+    d = effective_config.drafts_per_verify(server.effective)
+    counters = al.from_metrics(before, after, drafts_per_verify=d) if before or after else {}
     sources = {"decode_log": decode.accept_length,
                "meta_info": al.from_meta_info(records)["accept_length"] if records else None,
-               "metrics": al.from_metrics(before, after)["accept_length"] if before or after else None}
-    agreement = al.agreement(sources)
-    d = effective_config.drafts_per_verify(server.effective)
+               "metrics": counters.get("accept_length")}
+    agreement = al.agreement(sources, upper={"metrics": counters.get("accept_length_upper")})
     consistency = {"decode_log": al.decode_consistency(decode, d),
                    "meta_info": al.meta_info_consistency(records, d + 1 if d else None)}
     consistency["consistent"] = all(c.get("consistent", True) for c in consistency.values())
@@ -363,7 +364,8 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         "server_launch": server.launch_id, "client_argv": argv,
         "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
         "metrics": metrics,
-        "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": decode.as_dict()},
+        "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": decode.as_dict(),
+                                  "metrics": counters},
         "accept_length_consistency": consistency,
         # verify steps by drafts accepted, pooled over the run's requests (meta_info)
         "acceptance_histogram": al.pooled_histogram(records),

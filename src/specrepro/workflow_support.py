@@ -19,7 +19,7 @@ from specrepro.config import ConfigError, check_resolved, compose
 
 # Rules of each target, in DAG order; the rules not listed by fan_out run once.
 TARGET_RULES = {
-    "all": ["source", "patch", "patch_check", "base_image", "image", "gpu_check", "resolved_config",
+    "all": ["source", "patch", "patch_check", "base_image", "image", "toy_model", "gpu_check", "resolved_config",
             "serve_launch", "serve_bench", "collect", "report",
             "track_campaign", "all"],
     "cpu_stages": ["source", "patch", "patch_check", "cpu_report", "track_cpu_stages", "cpu_stages"],
@@ -65,6 +65,7 @@ def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
         "serve_launch": [{"arm": a, "launch": str(n)} for a, n in campaign.launch_order()]
         if campaign.launches > 1 else [],
         "serve_bench": [{"arm": a} for a in campaign.arms],
+        "toy_model": [{}] if campaign.toy_theory else [],
     }
 
 

@@ -4,7 +4,7 @@ rule patch_check:
         source_tree=f"{R}/source/{{ref}}/tree",
         patch_manifest=f"{R}/patch/{{ref}}/{{series}}/manifest.json",
         patched_tree=f"{R}/patch/{{ref}}/{{series}}/tree",
-        requirements="requirements/cpu-check.txt",
+        requirements="requirements/sglang-cpu.txt",
     output:
         verdict=f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
         markdown=f"{R}/patch_check/{{ref}}/{{series}}/verdict.md",

@@ -18,6 +18,7 @@ if CAMPAIGN.launches == 1:
     rule serve_bench:
         input:
             image=f"{R}/image/{{arm}}.json",
+            model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             # Its content is keyed per run below; a rewrite alone must not re-measure.
             config=ancient(f"{R}/resolved_config.yaml"),
@@ -32,7 +33,7 @@ if CAMPAIGN.launches == 1:
         # A measuring job holds the model's GPUs; exclusive placement also takes
         # the whole node (Slurm) and the one `measurement` slot (one host).
         resources:
-            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            gpu=CAMPAIGN.server_gpus,
             measurement=1 if CAMPAIGN.exclusive else 0,
             slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
         params:
@@ -54,6 +55,7 @@ else:
     rule serve_launch:
         input:
             image=f"{R}/image/{{arm}}.json",
+            model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             config=ancient(f"{R}/resolved_config.yaml"),
             previous=lambda w: CAMPAIGN.previous_launch(w.arm, w.launch),
@@ -66,7 +68,7 @@ else:
         conda:
             "../envs/specrepro.yaml"
         resources:
-            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            gpu=CAMPAIGN.server_gpus,
             measurement=1 if CAMPAIGN.exclusive else 0,
             slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
         params:

@@ -1,90 +1,41 @@
 """The patch_check stage: the patched sglang code exercised on a CPU.
 
-An isolated venv (requirements/cpu-check.txt: CPU-usable torch and sglang's
-pure-Python import dependencies) gets the patched sglang installed into its
-site-packages.  It is cached under cache_dir keyed by (pinned version, patch
-series hash, requirements hash), so a second run reuses it.  The probe runs
-there against the patched tree, the unpatched tree and the upstream
-reference release; `patch_check.judge` judges the three records.
+The probe runs in the sglang env (specrepro.sglang_env: requirements/sglang-cpu.txt,
+CPU-usable torch and sglang's pure-Python dependencies, built once and
+cached) against the patched tree, the unpatched tree and the upstream
+reference release, each put first on PYTHONPATH; `patch_check.judge` judges
+the three records.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
-import sys
-import sysconfig
 import time
 from pathlib import Path
-from typing import IO, Any, Dict, List, Optional
+from typing import IO, Any, Dict, Optional
 
-from specrepro.fileio import locked, write_json, write_text_atomic
+from specrepro.fileio import write_json, write_text_atomic
 from specrepro.patch_check.judge import judge
 from specrepro.procs import run_logged
+from specrepro.sglang_env import ensure_env
 from specrepro.sources import cached_release_tree
 
 PROBE = Path(__file__).parent / "probe_draft_proposal.py"
 
 
 def requirements_file(project_root: Path) -> Path:
-    return project_root / "requirements" / "cpu-check.txt"
+    return project_root / "requirements" / "sglang-cpu.txt"
 
 
-def env_key(version: str, patch_hashes: List[str], requirements: Path) -> str:
-    digest = hashlib.sha256()
-    digest.update(version.encode())
-    for h in patch_hashes:
-        digest.update(h.encode())
-    digest.update(requirements.read_bytes())
-    digest.update(sys.version.split()[0].encode())
-    return digest.hexdigest()[:16]
-
-
-def _site_packages(venv: Path) -> Path:
-    rel = sysconfig.get_path("purelib", vars={"base": "", "platbase": ""}).lstrip("/")
-    return venv / rel
-
-
-def ensure_env(
-    cache_dir: Path, key: str, requirements: Path, patched_pkg: Path, log: IO
-) -> Dict[str, Any]:
-    """Build (or reuse) the check venv; returns {path, reused, seconds}."""
-    venv = cache_dir / "envs" / f"cpu-check-{key}"
-    marker = venv / ".specrepro-complete"
-    start = time.monotonic()
-    with locked(cache_dir / "envs" / f".cpu-check-{key}.lock"):
-        if marker.is_file():
-            print(f"cpu-check env: reusing {venv}", file=log, flush=True)
-            return {"path": str(venv), "reused": True, "seconds": time.monotonic() - start}
-        # A folder without the marker is an interrupted build: start over.
-        shutil.rmtree(venv, ignore_errors=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(venv)],
-            # A complete freeze, so no resolver run and no surprise upgrades.
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "--no-deps", "-r", str(requirements)],
-        ]
-        for cmd in steps:
-            if run_logged(cmd, log) != 0:
-                raise RuntimeError(f"building the CPU check env failed at: {' '.join(cmd)} (see the log)")
-        # The code under test is installed like a release: the patched package
-        # copied into site-packages (the installed layout the patch also targets).
-        shutil.copytree(patched_pkg, _site_packages(venv) / "sglang")
-        marker.write_text(key)
-    return {"path": str(venv), "reused": False, "seconds": time.monotonic() - start}
-
-
-def run_probe(venv: Path, tree_on_path: Optional[Path], out: Path, log: IO) -> Dict[str, Any]:
+def run_probe(venv: Path, tree_on_path: Path, out: Path, log: IO) -> Dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
     env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    if tree_on_path is not None:
-        env["PYTHONPATH"] = str(tree_on_path)
+    env["PYTHONPATH"] = str(tree_on_path)
     cmd = [str(venv / "bin" / "python"), str(PROBE), "--out", str(out)]
     print(f"# PYTHONPATH={env.get('PYTHONPATH', '')}", file=log)
     if run_logged(cmd, log, env=env, timeout=1800) != 0:
-        raise RuntimeError(f"the draft-proposal probe failed on {tree_on_path or 'the patched install'} (see the log)")
+        raise RuntimeError(f"the draft-proposal probe failed on {tree_on_path} (see the log)")
     return json.loads(out.read_text())
 
 
@@ -105,12 +56,11 @@ def patch_check(
     requirements = requirements_file(project_root)
     patched_pkg = patched_tree / source_manifest["package_dir"]
     unpatched_pkg = source_tree / source_manifest["package_dir"]
-    key = env_key(version, [p["sha256"] for p in patch_manifest["patches"]], requirements)
-    env = ensure_env(cache_dir, key, requirements, patched_pkg, log)
+    env = ensure_env(cache_dir, requirements, log)
     venv = Path(env["path"])
 
     started = time.monotonic()
-    patched = run_probe(venv, None, work_dir / "probe_patched.json", log)
+    patched = run_probe(venv, patched_pkg.parent, work_dir / "probe_patched.json", log)
     unpatched = run_probe(venv, unpatched_pkg.parent, work_dir / "probe_unpatched.json", log)
     reference = None
     if reference_version:
@@ -120,7 +70,7 @@ def patch_check(
     verdict.update(
         sglang_version=version,
         reference_version=reference_version,
-        env={**env, "key": key},
+        env=env,
         probe_seconds=round(time.monotonic() - started, 2),
         patches=patch_manifest["patches"],
         torch=patched.get("torch"),

@@ -121,7 +121,7 @@ def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: Lis
     campaign = Campaign(cfg)
     launcher = Launcher(campaign, arm)
     if launcher.runtime == "none":
-        root = str(Path(image["pythonpath"]))
+        root = image.get("sglang_root") or image["pythonpath"]
         argv = [sys.executable, str(PROBE), root, json.dumps(paths)]
     else:
         ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
@@ -189,6 +189,35 @@ def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Di
     return checks
 
 
+def resolution_check(cfg: Dict[str, Any], arm: str, image: Dict[str, Any]) -> Dict[str, Any]:
+    """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model)."""
+    from specrepro.campaign import Campaign
+    from specrepro.effective_config import RESOLVE_PROBE, resolve_arms
+    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+
+    started = time.monotonic()
+    campaign = Campaign(cfg)
+    launcher = Launcher(campaign, arm)
+    ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image.get("image", ""),
+                        image_id=image.get("image_id", ""), gpus=[], user=caller_user(cfg))
+    try:
+        if launcher.runtime == "none":
+            result = resolve_arms(campaign, [arm], image.get("python") or campaign.python, image.get("pythonpath", ""),
+                                  off_node=False, env=launcher.process_env(ctx))[arm]
+        else:
+            launcher.prepare(ctx)
+            prefix = launcher.wrap(ctx, [], server=True, name_suffix="-resolve",
+                                   extra_mounts=[Mount(str(RESOLVE_PROBE.parent), PROBE_DIR_INSIDE, True)])
+            result = resolve_arms(campaign, [arm], cfg["platform"]["python"], "", off_node=False, argv_prefix=prefix,
+                                  env=launcher.process_env(ctx), probe=f"{PROBE_DIR_INSIDE}/{RESOLVE_PROBE.name}")[arm]
+    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+        return _check("server_args_resolution", False, f"sglang's resolution could not run in the image: {exc}", started)
+    if result["ok"]:
+        return _check("server_args_resolution", True, "sglang's own resolution keeps every field the arm asks for",
+                      started)
+    return _check("server_args_resolution", False, "; ".join(result["problems"]), started)
+
+
 def host_checks(cfg: Dict[str, Any], arm: str) -> List[Dict[str, Any]]:
     from specrepro.campaign import Campaign
 
@@ -230,6 +259,8 @@ def run_preflight(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: Li
     if cfg["preflight"]["inside_image"]:
         probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log)
         checks += image_checks(cfg, arm, image, probe)
+        if cfg["preflight"]["resolve_server_args"]:
+            checks.append(resolution_check(cfg, arm, image))
     else:
         checks.append(_check("inside_image", True, "skipped: preflight.inside_image=false", time.monotonic()))
     checks += host_checks(cfg, arm)

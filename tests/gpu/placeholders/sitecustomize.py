@@ -8,6 +8,17 @@ them.  One exception, listed in PURE_PYTHON: sgl_kernel's `fast_topk` is a
 pure-torch Python function in sgl_kernel itself (torch.max for k=1, else
 torch.topk), the same code as sglang's own non-CUDA fallback
 `sglang.srt.utils.common.fast_topk`, which it resolves to.
+
+With SPECREPRO_SERVER_STANDINS=1 (the toy campaign's real server on the H200,
+tests/gpu/run_toy_campaign_on_device.sh) the few further functions its path
+calls resolve too, each to sglang's own code for the same step or to what it
+is on a machine without the feature, all safe inside CUDA-graph capture:
+  sgl_kernel.build_tree_kernel_efficient  -> sglang's Triton tree builder
+                                             (eagle_utils.sgl_build_tree_kernel_triton, the XPU path)
+  sgl_kernel.verify_tree_greedy           -> sglang's Triton greedy verify (verify_tree_greedy_triton)
+  sgl_kernel.utils.is_arch_support_pdl    -> False (no programmatic dependent launch)
+  sgl_kernel.weak_ref_tensor              -> the tensor itself
+  deep_gemm.set_pdl                       -> no-op
 Never on sys.path outside tests/gpu.
 """
 
@@ -27,7 +38,40 @@ def _sglang_fast_topk():
     return fast_topk
 
 
+def _tree_builder():
+    def build_tree_kernel_efficient(parent_list, selected_index, verified_seq_len, tree_mask, positions,
+                                    retrive_index, retrive_next_token, retrive_next_sibling, topk, depth,
+                                    draft_token_num, tree_mask_mode):
+        # imported at call time: eagle_utils imports this name while it is itself being imported
+        from sglang.srt.speculative.eagle_utils import TreeMaskMode, sgl_build_tree_kernel_triton
+
+        sgl_build_tree_kernel_triton(parent_list, selected_index, verified_seq_len, tree_mask, positions,
+                                     retrive_index, retrive_next_token, retrive_next_sibling, topk, depth,
+                                     draft_token_num, TreeMaskMode(int(tree_mask_mode)))
+
+    return build_tree_kernel_efficient
+
+
+def _greedy_verify():
+    def verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                           retrive_next_token, retrive_next_sibling, target_predict):
+        from sglang.srt.speculative.eagle_utils import verify_tree_greedy_triton
+
+        verify_tree_greedy_triton(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                  retrive_next_token, retrive_next_sibling, target_predict)
+
+    return verify_tree_greedy
+
+
 PURE_PYTHON = {"sgl_kernel.fast_topk": _sglang_fast_topk}
+if os.environ.get("SPECREPRO_SERVER_STANDINS") == "1":
+    PURE_PYTHON.update({
+        "sgl_kernel.build_tree_kernel_efficient": _tree_builder,
+        "sgl_kernel.verify_tree_greedy": _greedy_verify,
+        "sgl_kernel.utils.is_arch_support_pdl": lambda: (lambda *a, **k: False),
+        "sgl_kernel.weak_ref_tensor": lambda: (lambda tensor: tensor),
+        "deep_gemm.set_pdl": lambda: (lambda *a, **k: None),
+    })
 
 
 class _StubMeta(type):

@@ -1,0 +1,17 @@
+# A model the pipeline builds itself (model.toy): the target + draft pair and what theory says they do.
+if CAMPAIGN.toy_theory:
+
+    rule toy_model:
+        output:
+            CAMPAIGN.toy_theory,
+        log:
+            f"{R}/logs/toy_model.log",
+        conda:
+            "../envs/specrepro.yaml"
+        params:
+            toy=CAMPAIGN.cfg["model"]["toy"],
+            num_steps=CAMPAIGN.cfg["model"]["server_args"].get(
+                "speculative_num_steps", 3
+            ),
+        script:
+            "../scripts/toy_model.py"

@@ -1,0 +1,11 @@
+from specrepro.stage_log import stage_log
+from specrepro.toy_model import toy_model_stage
+
+with stage_log(snakemake) as log:
+    toy_model_stage(
+        snakemake.params.toy,
+        num_steps=snakemake.params.num_steps,
+        cache_dir=snakemake.config["cache_dir"],
+        offline=snakemake.config["offline"],
+        log=log,
+    )
