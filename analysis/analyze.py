@@ -13,18 +13,18 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import pandas as pd
 
-from specrepro.analysis import checks, stats
+from specrepro.analysis import checks, noise, stats
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # A claim on a metric the platform or model cannot speak to (CPU timings, a toy model's accuracy).
 NOT_JUDGED = "NOT JUDGED"
 REQUIRED_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value"]
 
-# Where repeats cannot give a noise floor (one value per arm): the relative
-# noise assumed per metric.  Accept length averages ~10^5 verifies per run;
-# 1% is far above its sampling error and below what the seed claims.
-FALLBACK_NOISE = {"accept_length": 0.01}
-DEFAULT_MARGIN = 0.02
+# The analysis settings when none are given (conf/config.yaml's `analysis:` block is the one users edit;
+# `specrepro analyze` and tests compose it from there).
+DEFAULT_SETTINGS = {"alpha": 0.05, "multiplicity": "holm", "default_margin": 0.02,
+                    "launch_noise_prior": {}, "launch_noise_source": "", "within_fallback": {"accept_length": 0.01}}
+DEFAULT_MARGIN = DEFAULT_SETTINGS["default_margin"]
 
 
 class TableError(ValueError):
@@ -40,6 +40,9 @@ def check_table(runs: pd.DataFrame, source: str = "table") -> pd.DataFrame:
         raise TableError(f"{source}: non-numeric value in rows {list(runs.index[bad][:5])}")
     runs = runs.copy()
     runs["value"] = pd.to_numeric(runs["value"])
+    if "launch" not in runs.columns:
+        runs["launch"] = 1
+    runs["launch"] = runs["launch"].fillna(1)
     return runs
 
 
@@ -51,58 +54,70 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None) -> Dict:
-    """Per (benchmark, metric): pooled CV of repeats within arms, else the published repeats, else a fallback."""
+def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
+                 settings: Optional[Dict[str, Any]] = None) -> Dict:
+    """Per (benchmark, metric): the within-launch CV (repeats on one server, pooled over arms), else the published
+    repeats', else the configured fallback; and the between-launch prior that single-launch arms add."""
+    settings = {**DEFAULT_SETTINGS, **(settings or {})}
     floors: Dict[tuple, Dict[str, Any]] = {}
     for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
-        groups = [a["value"].tolist() for _, a in g.groupby("arm")]
+        groups = [x["value"].tolist() for _, x in g.groupby(["arm", "launch"])]
         cv = stats.pooled_cv(groups)
-        # degrees of freedom of the floor: sum of (repeats - 1) over the arms pooled
         source, df = "repeats", float(sum(len(x) - 1 for x in groups if len(x) > 1))
         if cv is None and reference_repeats and metric in (reference_repeats.get(bench) or {}):
             cv = stats.coefficient_of_variation(reference_repeats[bench][metric])
             source, df = "published repeats", float(len(reference_repeats[bench][metric]) - 1)
-        if cv is None and metric in FALLBACK_NOISE:
-            cv, source, df = FALLBACK_NOISE[metric], "fallback (assumed, treated as known)", math.inf
-        floors[(bench, metric)] = {"noise_floor": cv, "source": source, "df": df}
+        if cv is None and metric in settings["within_fallback"]:
+            cv, source, df = settings["within_fallback"][metric], "fallback (assumed, treated as known)", math.inf
+        floors[(bench, metric)] = {"noise_floor": cv, "source": source, "df": df,
+                                   "launch_prior": settings["launch_noise_prior"].get(metric)}
     return floors
 
 
 BINOMIAL_METRICS = ("accuracy", "invalid_rate")
 
 
-def _delta(a: List[float], b: List[float], floor_info: Dict[str, Any], metric: str,
-           questions: Optional[int]) -> Dict[str, Any]:
-    """The interval of one comparison: run noise (t with the floor's df) and, for a proportion, the question sample."""
-    extra = 0.0
+def arm_noise_of(runs: pd.DataFrame, arm: str, bench: str, metric: str, floors: Dict,
+                 settings: Dict[str, Any]) -> Optional[noise.ArmNoise]:
+    """An arm's mean and its variance from its own values: launches when it has 2+, else repeats plus the prior."""
+    g = runs[(runs["arm"] == arm) & (runs["benchmark"] == bench) & (runs["metric"] == metric)]
+    if g.empty:
+        return None
+    floor = floors.get((bench, metric), {})
+    return noise.arm_noise([x["value"].tolist() for _, x in g.groupby("launch")],
+                           settings["launch_noise_prior"].get(metric), floor.get("noise_floor"),
+                           floor.get("df") or math.inf, f"within-launch noise from {floor.get('source')}")
+
+
+def _binomial_se(metric: str, a: noise.ArmNoise, b: noise.ArmNoise, questions: Optional[int]) -> float:
     if metric in BINOMIAL_METRICS and questions:
-        extra = stats.binomial_relative_se(float(np.mean(a)), float(np.mean(b)), questions)
-    d = stats.relative_delta(a, b, floor_info["noise_floor"], floor_info.get("df"), extra_se=extra)
-    d["questions"] = questions if metric in BINOMIAL_METRICS else None
-    return d
+        return stats.binomial_relative_se(a.mean, b.mean, questions)
+    return 0.0
 
 
-def deltas(runs: pd.DataFrame, baseline: str, floors: Dict,
+def deltas(runs: pd.DataFrame, baseline: str, floors: Dict, settings: Dict[str, Any],
            questions: Optional[Dict[str, int]] = None) -> List[Dict[str, Any]]:
     out = []
     for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
-        base = g[g["arm"] == baseline]["value"].tolist()
-        floor = floors.get((bench, metric), {}).get("noise_floor")
-        for arm, a in g.groupby("arm", sort=False):
-            if arm == baseline or not base:
+        base = arm_noise_of(runs, baseline, bench, metric, floors, settings)
+        for arm in g["arm"].unique():
+            if arm == baseline or base is None:
                 continue
             row = {"arm": arm, "baseline": baseline, "benchmark": bench, "metric": metric}
-            if floor is None or (isinstance(floor, float) and math.isnan(floor)):
-                row.update(verdict="INCONCLUSIVE (no noise estimate)", relative=None)
+            mine = arm_noise_of(runs, arm, bench, metric, floors, settings)
+            d = noise.relative_change(mine, base, _binomial_se(metric, mine, base, (questions or {}).get(bench)))
+            if not d["se"] or math.isnan(d["half_width"]):
+                row.update(d, verdict="INCONCLUSIVE (no noise estimate)")
             else:
-                d = _delta(a["value"].tolist(), base, floors[(bench, metric)], metric, (questions or {}).get(bench))
-                row.update(d, verdict="outside noise" if stats.outside_noise(d) else "within noise")
+                row.update(d, verdict="outside noise" if d["ci_low"] > 0 or d["ci_high"] < 0 else "within noise")
             out.append(row)
     return out
 
 
-def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame) -> Dict[str, Any]:
-    """Binomial (Wilson) CI per arm and benchmark; McNemar between arms on the same questions."""
+def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame, baseline: Optional[str] = None) -> Dict[str, Any]:
+    """Binomial (Wilson) CI per arm and benchmark; McNemar between arms on the same questions; each arm's paired
+    accuracy difference against the baseline with its interval (shown, never a verdict: the seed makes no
+    accuracy claim)."""
     if requests is None or requests.empty or "correct" not in requests.columns:
         return {}
     req = requests[requests["correct"].notna()]
@@ -126,6 +141,15 @@ def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame) -> Dict[st
                 n01 = int((~pair[a] & pair[b]).sum())
                 out["mcnemar"].append({"benchmark": bench, "arm_a": a, "arm_b": b, "a_only": n10, "b_only": n01,
                                        "pairs": len(pair), "p_value": stats.mcnemar(n10, n01)})
+        if baseline in arms:
+            for a in arms:
+                if a == baseline:
+                    continue
+                pair = pivot[[a, baseline]].dropna().astype(bool)
+                n10 = int((pair[a] & ~pair[baseline]).sum())
+                n01 = int((~pair[a] & pair[baseline]).sum())
+                out.setdefault("paired", []).append({"benchmark": bench, "arm": a, "baseline": baseline,
+                                                     **stats.paired_difference(n10, n01, len(pair))})
     return out
 
 
@@ -169,8 +193,17 @@ def accept_up_tpot_worse(runs: pd.DataFrame, baseline: str) -> List[Dict[str, An
     return flags
 
 
-def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
+def noise_statement(d: Dict[str, Any], arm: str, against: str) -> str:
+    parts = [f"{arm}: {' + '.join(d['noise']['arm']) or 'none'}", f"{against}: {' + '.join(d['noise']['base']) or 'none'}"]
+    if d.get("extra_se"):
+        parts.append(f"question sample {d['extra_se']:.2%}")
+    return "; ".join(parts)
+
+
+def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict, settings: Dict[str, Any],
                 questions: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """One claim's interval, its p-value (the chance of data this far towards the claim if it were false) and
+    the verdicts the data alone allow; `decide` applies the family's multiplicity policy to the p-values."""
     bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
     g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
     result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect,
@@ -180,60 +213,100 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict,
         values = {a: g[g["arm"] == a]["value"].tolist() for a in arms}
         missing = [a for a, v in values.items() if not v]
         worst = max((max(v) for v in values.values() if v), default=None)
-        if missing:
-            verdict = INCONCLUSIVE
-        else:
-            verdict = REPRODUCED if worst == 0 else NOT_REPRODUCED
+        verdict = INCONCLUSIVE if missing else (REPRODUCED if worst == 0 else NOT_REPRODUCED)
         result.update(verdict=verdict, arms=arms, numbers={a: v for a, v in values.items()}, missing_arms=missing,
                       detail=f"max {metric} over arms: {worst}" + (f"; not measured: {missing}" if missing else ""))
         return result
     arm, against = claim["arm"], claim["against"]
-    a, b = g[g["arm"] == arm]["value"].tolist(), g[g["arm"] == against]["value"].tolist()
-    floor = floors.get((bench, metric), {}).get("noise_floor")
-    if not a or not b or floor is None or (isinstance(floor, float) and math.isnan(floor)):
-        result.update(verdict=INCONCLUSIVE, detail=f"not measured or no noise estimate ({arm}: {len(a)}, {against}: {len(b)} values)")
+    a = arm_noise_of(runs, arm, bench, metric, floors, settings)
+    b = arm_noise_of(runs, against, bench, metric, floors, settings)
+    if a is None or b is None:
+        result.update(verdict=INCONCLUSIVE, detail=f"not measured ({arm}: {a is not None}, {against}: {b is not None})")
         return result
-    d = _delta(a, b, floors[(bench, metric)], metric, (questions or {}).get(bench))
-    margin = float(claim.get("margin", DEFAULT_MARGIN if expect != "not_below" else 0.05))
-    lo, hi = d["ci_low"], d["ci_high"]
-    if expect in ("decrease", "increase"):
-        sign = -1 if expect == "decrease" else 1
-        towards, away = (hi < 0, lo > 0) if sign < 0 else (lo > 0, hi < 0)
-        if towards:
-            verdict = REPRODUCED
-        elif away or (lo > -margin and hi < margin):
-            verdict = NOT_REPRODUCED
-        else:
-            verdict = INCONCLUSIVE
+    margin = float(claim.get("margin", settings["default_margin"]))
+    if expect == "restores":
+        broken = arm_noise_of(runs, claim["from"], bench, metric, floors, settings)
+        if broken is None:
+            result.update(verdict=INCONCLUSIVE, detail=f"not measured: {claim['from']}")
+            return result
+        return _judge_restores(claim, result, a, b, broken)
+    d = noise.relative_change(a, b, _binomial_se(metric, a, b, (questions or {}).get(bench)))
+    result.update(delta=d, margin=margin, noise=noise_statement(d, arm, against))
+    if not d["se"] or math.isnan(d["half_width"]):
+        result.update(verdict=INCONCLUSIVE, p_value=None,
+                      detail=f"{arm} vs {against}: {d['relative']:+.2%} with no noise estimate (identical values and "
+                             f"no prior for {metric}): a zero-width interval decides nothing")
+        return result
+    lo, hi, rel, se, df = d["ci_low"], d["ci_high"], d["relative"], d["se"], d["df"]
+    if expect == "decrease":
+        p, against_claim = noise.one_sided_p(rel, 0.0, se, df, above=False), lo > 0 or (lo > -margin and hi < margin)
+    elif expect == "increase":
+        p, against_claim = noise.one_sided_p(rel, 0.0, se, df, above=True), hi < 0 or (lo > -margin and hi < margin)
     elif expect == "equal":
-        if lo > -margin and hi < margin:
-            verdict = REPRODUCED
-        elif lo > 0 or hi < 0:
-            verdict = NOT_REPRODUCED
-        else:
-            verdict = INCONCLUSIVE
+        p = max(noise.one_sided_p(rel, -margin, se, df, above=True), noise.one_sided_p(rel, margin, se, df, above=False))
+        against_claim = lo > margin or hi < -margin
     elif expect == "not_below":
-        if lo > -margin:
-            verdict = REPRODUCED
-        elif hi < -margin:
-            verdict = NOT_REPRODUCED
-        else:
-            verdict = INCONCLUSIVE
+        p, against_claim = noise.one_sided_p(rel, -margin, se, df, above=True), hi < -margin
     else:
         raise ValueError(f"claim {claim['id']}: unknown expect {expect!r}")
-    df = "known" if d["df"] is None or math.isinf(d["df"]) else f"{d['df']:.0f}"
-    sample = (f"; question sample n={d['questions']} adds {d['extra_se']:.2%} standard error"
-              if d.get("questions") else "")
-    why = (f"; the interval is wider than the {margin:.0%} margin: this campaign cannot decide it"
-           if verdict == INCONCLUSIVE and hi - lo > 2 * margin else "")
-    result.update(verdict=verdict, delta=d, margin=margin,
-                  detail=f"{arm} vs {against}: {d['relative']:+.2%} (95% CI {lo:+.2%} .. {hi:+.2%}, t quantile "
-                         f"{d['quantile']:.2f} at df {df}; noise floor {floor:.2%}{sample}; margin {margin:.0%}){why}")
+    df_text = "inf" if math.isinf(df) else f"{df:.1f}"
+    result.update(p_value=p, contradicted=against_claim,
+                  detail=f"{arm} vs {against}: {rel:+.2%} (95% CI {lo:+.2%} .. {hi:+.2%}, t {d['quantile']:.2f} at "
+                         f"Welch df {df_text}; margin {margin:.0%})")
     return result
 
 
+def _judge_restores(claim, result, fixed, level, broken) -> Dict[str, Any]:
+    """`restores`: the fraction of the gap (from -> against) that the arm closes, against the claim's `fraction`."""
+    f = float(claim.get("fraction", 0.9))
+    r = noise.restored_fraction(fixed, level, broken)
+    names = f"{claim['arm']} closes the gap {claim['from']} -> {claim['against']}"
+    result.update(restored=r, fraction=f, noise=f"{claim['arm']}: {' + '.join(fixed.sources)}; {claim['against']}: "
+                  f"{' + '.join(level.sources)}; {claim['from']}: {' + '.join(broken.sources)}")
+    gap_t = noise.t_quantile(r["df"])
+    if not r["se"] or math.isnan(r["half_width"]):
+        result.update(verdict=INCONCLUSIVE, p_value=None, detail=f"{names}: no noise estimate")
+    elif not abs(r["gap"]) > gap_t * r["gap_se"]:
+        result.update(verdict=INCONCLUSIVE, p_value=None,
+                      detail=f"{names}: the gap itself ({r['gap']:+.3g}) is within noise: nothing to restore")
+    else:
+        result.update(p_value=noise.one_sided_p(r["fraction"], f, r["se"], r["df"], above=True),
+                      contradicted=r["ci_high"] < f,
+                      detail=f"{names}: {r['fraction']:.0%} of it (95% CI {r['ci_low']:.0%} .. {r['ci_high']:.0%}); "
+                             f"the claim needs more than {f:.0%}")
+    return result
+
+
+def decide(results: List[Dict[str, Any]], settings: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Verdicts over the family of claims: REPRODUCED only where the multiplicity-adjusted p-value clears alpha/2
+    (each claim is one-sided, as its 95% interval is); NOT REPRODUCED where the data contradict the claim."""
+    alpha = float(settings["alpha"]) / 2
+    family = {r["id"]: r["p_value"] for r in results if r.get("p_value") is not None and "verdict" not in r}
+    adjusted = noise.holm(family) if settings["multiplicity"] == "holm" else dict(family)
+    out = []
+    for r in results:
+        if "verdict" in r:
+            out.append(r)
+            continue
+        p = adjusted.get(r["id"])
+        if p is not None and p <= alpha:
+            verdict = REPRODUCED
+        elif r.get("contradicted"):
+            verdict = NOT_REPRODUCED
+        else:
+            verdict = INCONCLUSIVE
+        why = ""
+        if verdict == INCONCLUSIVE and r.get("delta") and r["delta"]["half_width"] > r.get("margin", 1):
+            why = f"; the interval is wider than the {r['margin']:.0%} margin: this campaign cannot decide it"
+        policy = (f"; p {r['p_value']:.2g}, Holm-adjusted over {len(family)} claims {p:.2g}"
+                  if settings["multiplicity"] == "holm" and p is not None else
+                  (f"; p {r['p_value']:.2g}" if p is not None else ""))
+        out.append({**r, "verdict": verdict, "p_adjusted": p, "detail": r["detail"] + policy + why})
+    return out
+
+
 def judge(claim: Dict[str, Any], runs: pd.DataFrame, requests: Optional[pd.DataFrame], floors: Dict,
-          questions: Optional[Dict[str, int]], invalid: Dict[str, List[str]],
+          questions: Optional[Dict[str, int]], settings: Dict[str, Any],
           unjudged: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     metric = claim.get("metric")
     if metric in (unjudged or {}):
@@ -242,10 +315,27 @@ def judge(claim: Dict[str, Any], runs: pd.DataFrame, requests: Optional[pd.DataF
                 "arms": claim.get("arms"), "verdict": NOT_JUDGED,
                 "detail": f"{metric} is shown, not judged here: {unjudged[metric]}"}
     if claim["expect"] == "outputs_unchanged":
-        result = checks.judge_outputs_unchanged(claim, requests)
-    else:
-        result = judge_claim(claim, runs, floors, questions)
-    return predicted_on_pin(claim, checks.exclude_invalid(result, invalid))
+        return checks.judge_outputs_unchanged(claim, requests)
+    return judge_claim(claim, runs, floors, settings, questions)
+
+
+def prior_sensitivity(verdicts, claims, runs, requests, reference_repeats, questions, invalid, settings,
+                      unjudged) -> List[Dict[str, Any]]:
+    """A verdict that leans on the between-launch prior says whether it survives twice the prior."""
+    doubled = {**settings, "launch_noise_prior": {k: 2 * v for k, v in settings["launch_noise_prior"].items()}}
+    floors = noise_floors(runs, reference_repeats, doubled)
+    again = [checks.exclude_invalid(r, invalid) for r in
+             decide([judge(c, runs, requests, floors, questions, doubled, unjudged) for c in claims], doubled)]
+    out = []
+    for v, w in zip(verdicts, again):
+        leans = any("prior" in s for s in (v.get("noise") or "").split(";"))
+        if leans and v["verdict"] != w["verdict"]:
+            v = {**v, "prior_sensitive": w["verdict"],
+                 "detail": v["detail"] + f"; leans on the between-launch prior: with twice it, {w['verdict']}"}
+        elif leans:
+            v = {**v, "prior_sensitive": None}
+        out.append(v)
+    return out
 
 
 def predicted_on_pin(claim: Dict[str, Any], result: Dict[str, Any]) -> Dict[str, Any]:
@@ -266,7 +356,8 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
             questions: Optional[Dict[str, int]] = None, invalid_arms: Optional[Dict[str, List[str]]] = None,
             acceptance: Optional[pd.DataFrame] = None, greedy_benchmarks: List[str] = (),
             unjudged_metrics: Optional[Dict[str, str]] = None, toy_theory: Optional[Dict[str, Any]] = None,
-            theory_expectations: Optional[Dict[str, Dict[str, str]]] = None) -> Dict[str, Any]:
+            theory_expectations: Optional[Dict[str, Dict[str, str]]] = None,
+            settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals.
 
     `invalid_arms`: arm -> why it is not what it says (effective configuration,
@@ -276,36 +367,47 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
     outputs every arm is compared on against the baseline.  `unjudged_metrics`: metric -> why claims on it
     are shown, not judged (the platform's or the model's).  `toy_theory` (a toy model's theory.json) and
     `theory_expectations` (arm -> benchmark -> argmax | sampled | argmax_after_first): measured accept
-    length beside what the model predicts.
+    length beside what the model predicts.  `settings`: the campaign's `analysis:` block (alpha, the
+    multiplicity policy, the between-launch priors).
     """
+    settings = {**DEFAULT_SETTINGS, **(settings or {})}
     runs = check_table(runs)
     baseline = baseline or runs["arm"].iloc[0]
     invalid = invalid_arms or {}
     # Arms are different launches by construction: with 2+ launches per arm the launch means are the
-    # replicates verdicts count on (their spread holds the between-launch noise), not the repeats.
-    by_launch = "launch" in runs.columns and runs["launch"].nunique() > 1
+    # replicates (their spread holds the between-launch noise); with one, the prior stands in for it.
+    by_launch = runs["launch"].nunique() > 1
     split = checks.launch_variance(runs) if by_launch else []
-    all_runs, runs = runs, (checks.launch_means(runs) if by_launch else runs)
-    floors = noise_floors(runs, reference_repeats)
+    floors = noise_floors(runs, reference_repeats, settings)
+    judged = [judge(c, runs, requests, floors, questions, settings, unjudged_metrics) for c in (claims or [])]
+    verdicts = [predicted_on_pin(c, checks.exclude_invalid(r, invalid))
+                 for c, r in zip(claims or [], decide(judged, settings))]
+    if not by_launch and settings["launch_noise_prior"]:
+        verdicts = prior_sensitivity(verdicts, claims or [], runs, requests, reference_repeats, questions, invalid,
+                                     settings, unjudged_metrics)
     agreement = [checks.greedy_output_agreement(requests, bench, arm, baseline)
                  for bench in greedy_benchmarks
                  for arm in runs[runs["benchmark"] == bench]["arm"].unique() if arm != baseline]
     return {
         "invalid_arms": invalid,
-        "replicates": "launch means" if by_launch else "repeats",
+        "replicates": "launch means" if by_launch else "repeats, plus the between-launch prior",
         "launch_variance": split,
         "output_agreement": [a for a in agreement if a["pairs"]],
         "acceptance_histograms": checks.acceptance_histograms(acceptance),
         "speedup_attribution": checks.speedup_attribution(runs, baseline),
         "baseline": baseline,
-        "summary": summarize(all_runs).to_dict("records"),
+        "summary": summarize(runs).to_dict("records"),
         "noise_floors": [{"benchmark": b, "metric": m, **v} for (b, m), v in floors.items()],
-        "deltas": deltas(runs, baseline, floors, questions),
-        "gsm8k": gsm8k_tests(requests, runs),
+        "deltas": deltas(runs, baseline, floors, settings, questions),
+        "gsm8k": gsm8k_tests(requests, runs, baseline),
         "tpot_bimodality": tpot_bimodality(requests),
         "flags": accept_up_tpot_worse(runs, baseline),
-        "claims": [judge(c, runs, requests, floors, questions, invalid, unjudged_metrics) for c in (claims or [])],
+        "claims": verdicts,
+        "multiplicity": {"policy": settings["multiplicity"], "alpha": settings["alpha"],
+                         "family": sum(1 for r in judged if r.get("p_value") is not None and "verdict" not in r)},
+        "launch_noise": {"prior": settings["launch_noise_prior"], "source": settings["launch_noise_source"],
+                         "measured": by_launch},
         "unjudged_metrics": unjudged_metrics or {},
-        "toy_theory": (checks.toy_theory_check(all_runs, requests, toy_theory, theory_expectations or {})
+        "toy_theory": (checks.toy_theory_check(runs, requests, toy_theory, theory_expectations or {})
                        if toy_theory else []),
     }

@@ -34,18 +34,34 @@ def _excerpt(text: str, at: int) -> str:
 
 def greedy_output_agreement(requests: Optional[pd.DataFrame], benchmark: str, arm: str,
                             against: str) -> Dict[str, Any]:
-    """Per (question, repeat) both arms answered: identical text or not, and where they first differ."""
+    """Per (question, repeat) both arms answered: identical text or not, and where they first differ; and the
+    baseline against itself (the A/A floor): its later repeats and launches against its first, per question.
+
+    Greedy decoding is not bit-exact across launches or batch compositions (sglang refuses rejection sampling
+    with deterministic inference for that reason): a near-tie can flip a token between two runs of the same
+    arm.  An arm differs *beyond the floor* when it disagrees with the baseline significantly more often than
+    the baseline disagrees with itself.
+    """
     out: Dict[str, Any] = {"benchmark": benchmark, "arm": arm, "against": against, "pairs": 0, "identical": 0,
-                           "match_rate": None, "differing": [], "baseline_unstable": []}
+                           "match_rate": None, "differing": [], "baseline_unstable": [], "aa_pairs": 0,
+                           "aa_differing": 0, "aa_rate": None, "p_beyond_floor": None, "flagged": False}
     if requests is None or requests.empty or "output" not in requests.columns:
         return out
     req = requests[(requests["benchmark"] == benchmark) & requests["output"].notna()]
     keys = ["request", "repeat"] + (["launch"] if "launch" in req.columns else [])
     mine = req[req["arm"] == arm][keys + ["output"]]
     base = req[req["arm"] == against][keys + ["output"]]
-    # The baseline against itself: a server that is not deterministic at temperature 0 cannot judge others.
     per_question = base.groupby("request")["output"].nunique()
     out["baseline_unstable"] = sorted(int(q) for q in per_question[per_question > 1].index)
+    if len(base):
+        first = base.sort_values(keys).groupby("request").head(1).set_index("request")["output"].astype(str)
+        others = base.sort_values(keys).groupby("request").apply(lambda g: g.iloc[1:], include_groups=False)
+        if len(others):
+            others = others.reset_index(level=0)
+            out["aa_pairs"] = len(others)
+            out["aa_differing"] = int((others["output"].astype(str).to_numpy()
+                                       != first.loc[others["request"]].to_numpy()).sum())
+            out["aa_rate"] = out["aa_differing"] / out["aa_pairs"]
     pairs = mine.merge(base, on=keys, suffixes=("_arm", "_base"))
     same = pairs["output_arm"].astype(str) == pairs["output_base"].astype(str)
     out["identical"] = int(same.sum())
@@ -56,29 +72,49 @@ def greedy_output_agreement(requests: Optional[pd.DataFrame], benchmark: str, ar
                                  "baseline": _excerpt(b, at), "arm": _excerpt(a, at)})
     out["pairs"] = len(pairs)
     out["match_rate"] = out["identical"] / len(pairs) if len(pairs) else None
+    if out["pairs"] and out["aa_pairs"]:
+        out["p_beyond_floor"] = stats.two_proportion_p(out["pairs"] - out["identical"], out["pairs"],
+                                                       out["aa_differing"], out["aa_pairs"])
+        out["flagged"] = out["p_beyond_floor"] <= OUTPUT_FLOOR_ALPHA
+    elif out["pairs"] and out["identical"] < out["pairs"]:
+        out["flagged"] = None  # differs, and no A/A floor to say whether that is the server's own nondeterminism
     return out
 
 
+# One-sided level at which an arm's greedy disagreement counts as beyond the baseline's own.
+OUTPUT_FLOOR_ALPHA = 0.025
+
+
 def judge_outputs_unchanged(claim: Dict[str, Any], requests: Optional[pd.DataFrame]) -> Dict[str, Any]:
+    """"Both arms commit the target argmax": per question, the arm's greedy text against the baseline's, judged
+    against the baseline's disagreement with itself (its A/A floor) rather than against byte identity."""
     agreement = greedy_output_agreement(requests, claim["benchmark"], claim["arm"], claim["against"])
     result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": claim["benchmark"],
               "metric": "greedy_output", "expect": "outputs_unchanged", "arm": claim["arm"],
               "against": claim["against"], "arms": None, "agreement": agreement}
     n, same = agreement["pairs"], agreement["identical"]
+    differ = n - same
     questions = sorted({d["request"] for d in agreement["differing"]})
+    floor = (f"{claim['against']} against itself: {agreement['aa_differing']} of {agreement['aa_pairs']} differ"
+             if agreement["aa_pairs"] else f"no A/A floor ({claim['against']} ran one repeat and one launch)")
     if not n:
         verdict, detail = INCONCLUSIVE, f"no question answered by both {claim['arm']} and {claim['against']}"
-    elif agreement["baseline_unstable"]:
-        verdict = INCONCLUSIVE
-        detail = (f"{claim['against']} itself answered {len(agreement['baseline_unstable'])} questions differently "
-                  f"across repeats (not deterministic at temperature 0): questions {agreement['baseline_unstable'][:20]}")
-    elif same == n:
-        verdict, detail = REPRODUCED, f"{same} of {n} outputs identical to {claim['against']}'s"
-    else:
+    elif agreement["flagged"]:
         first = min(d["first_difference_at"] for d in agreement["differing"])
         verdict = NOT_REPRODUCED
-        detail = (f"{n - same} of {n} outputs differ from {claim['against']}'s (match rate {same / n:.1%}; "
-                  f"earliest divergence at character {first}); questions {questions[:20]}")
+        detail = (f"{differ} of {n} outputs differ from {claim['against']}'s, beyond the floor ({floor}; one-sided "
+                  f"p {agreement['p_beyond_floor']:.2g}); earliest divergence at character {first}; questions "
+                  f"{questions[:20]}")
+    elif differ == 0 or (agreement["aa_rate"] is not None and differ / n <= agreement["aa_rate"]):
+        verdict = REPRODUCED
+        detail = f"{same} of {n} outputs identical to {claim['against']}'s; {floor}"
+    else:
+        verdict = INCONCLUSIVE
+        detail = (f"{differ} of {n} outputs differ from {claim['against']}'s, more often than the floor but not "
+                  f"significantly ({floor}); questions {questions[:20]}"
+                  if agreement["aa_pairs"] else
+                  f"{differ} of {n} outputs differ and {floor}: run 2+ repeats or launches to tell the server's own "
+                  f"nondeterminism from a change; questions {questions[:20]}")
     result.update(verdict=verdict, detail=detail, differing_questions=questions)
     return result
 
@@ -173,17 +209,17 @@ def exclude_invalid(result: Dict[str, Any], invalid: Dict[str, List[str]]) -> Di
 
 
 def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, Any]], repeats: Dict[str, int],
-                 reference: Dict[str, Any], reference_repeats: Dict[str, Any],
-                 fallback_noise: Dict[str, float], binomial_metrics=("accuracy", "invalid_rate"),
-                 default_margin: float = 0.02) -> List[Dict[str, Any]]:
+                 reference: Dict[str, Any], reference_repeats: Dict[str, Any], settings: Dict[str, Any],
+                 launches: int = 1, binomial_metrics=("accuracy", "invalid_rate")) -> List[Dict[str, Any]]:
     """Per claim, before measuring: the smallest relative effect its interval can resolve.
 
-    The interval is the one the analysis will use (`stats.relative_delta`):
-    t at the noise floor's degrees of freedom x the floor x sqrt(1/n_arm + 1/n_base),
-    and for a proportion the question sample's binomial error (n = distinct questions).
-    The floor is the published repeats' CV where there are some, else the
-    fallback; with neither it is only known after measuring.
+    The same computation the analysis makes once the numbers are in (analysis.noise): each arm's mean
+    carries its repeats' spread (the published repeats' CV, else the configured fallback) and, with one
+    launch per arm, the between-launch prior; the two arms' variances combine with Welch's degrees of
+    freedom; a proportion adds the question sample's binomial error (n = distinct questions).
     """
+    from specrepro.analysis import noise
+
     out = []
     for claim in claims:
         if claim.get("expect") in ("zero", "outputs_unchanged"):
@@ -193,15 +229,20 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
                "arm": claim.get("arm"), "against": claim.get("against")}
         published = ((reference_repeats or {}).get(bench) or {}).get(metric)
         if published and len(published) > 1:
-            floor, df, source = stats.coefficient_of_variation(published), len(published) - 1, "published repeats"
-        elif metric in fallback_noise:
-            floor, df, source = fallback_noise[metric], math.inf, "fallback"
+            floor, df, source = stats.coefficient_of_variation(published), len(published) - 1.0, "published repeats"
+        elif metric in settings["within_fallback"]:
+            floor, df, source = settings["within_fallback"][metric], math.inf, "fallback"
         else:
+            floor, df, source = None, math.inf, "this campaign's repeats"
+        prior = settings["launch_noise_prior"].get(metric)
+        n = repeats.get(bench, 1)
+        if floor is None and not (prior and launches == 1):
             row.update(resolvable=None, warning=None,
-                       note=f"no published repeats for {bench}/{metric}: the noise floor comes from this campaign's repeats")
+                       note=f"no published repeats, fallback or prior for {bench}/{metric}: its noise is known only "
+                            f"after measuring")
             out.append(row)
             continue
-        n = repeats.get(bench, 1)
+        planned = noise.planned_arm_noise(floor, df, n, launches, prior)
         ref_arm = ((reference or {}).get(claim.get("arm")) or {}).get(bench, {}).get(metric)
         ref_base = ((reference or {}).get(claim.get("against")) or {}).get(bench, {}).get(metric)
         extra = 0.0
@@ -209,20 +250,20 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
         if metric in binomial_metrics and questions:
             p_arm, p_base = ref_arm if ref_arm is not None else 0.9, ref_base if ref_base is not None else 0.9
             extra = stats.binomial_relative_se(p_arm, p_base, questions)
-        se = math.sqrt((floor * math.sqrt(2.0 / n)) ** 2 + extra ** 2)
-        resolvable = stats.t_quantile(df) * se
+        resolvable = noise.relative_change(planned, planned, extra)["half_width"]
         expected = (ref_arm / ref_base - 1) if ref_arm is not None and ref_base else None
-        margin = float(claim.get("margin", default_margin if claim["expect"] != "not_below" else 0.05))
+        margin = float(claim.get("margin", settings["default_margin"]))
         warning = None
         if claim["expect"] in ("increase", "decrease") and expected is not None and abs(expected) < resolvable:
             warning = (f"the published effect ({expected:+.1%}) is smaller than the {resolvable:.1%} this campaign "
                        f"can resolve: expect INCONCLUSIVE")
         elif claim["expect"] in ("equal", "not_below") and resolvable >= margin:
             warning = (f"the interval half-width ({resolvable:.1%}) is not below the claim's {margin:.0%} margin: "
-                       f"it cannot come out REPRODUCED; raise repeats"
+                       f"it cannot come out REPRODUCED; raise repeats or launches"
                        + (" or questions (n = distinct questions)" if extra else ""))
-        row.update(resolvable=resolvable, floor=floor, floor_source=source, df=df, repeats=n, questions=questions
-                   if metric in binomial_metrics else None, expected=expected, margin=margin, warning=warning)
+        row.update(resolvable=resolvable, floor=floor, floor_source=source, df=df, repeats=n, launches=launches,
+                   prior=prior, questions=questions if metric in binomial_metrics else None, expected=expected,
+                   margin=margin, warning=warning)
         out.append(row)
     return out
 

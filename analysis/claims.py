@@ -10,6 +10,8 @@
         against: main_rs_on                # not for `zero`
         arms: [..]                         # `zero` only; default every arm that runs the benchmark
         margin: 0.02                       # optional: relative band for equal / not_below
+        from: main_rs_on                   # `restores` only: the broken level; `against` is the level to reach
+        fraction: 0.9                      # `restores` only: the share of the gap the arm must close
         predicted:                         # optional: what the pinned code is known to give, and why
           verdict: NOT REPRODUCED          #   (the PR describes its own base); shown beside the verdict
           because: ...
@@ -28,7 +30,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "zero", "outputs_unchanged")
+EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
                          "accept_length_metrics")
 # What each benchmark kind records per run (specrepro.serve / specrepro.bench_serving).
@@ -40,7 +42,8 @@ KIND_METRICS = {
                       "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length_server_lifetime",
                       *ACCEPT_LENGTH_METRICS),
 }
-CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted"}
+CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
+              "fraction"}
 VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
 
 
@@ -102,6 +105,14 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
                 problems.append(f"{where}.metric: {metric!r} is not a metric a {benchmark_kinds[bench]} benchmark "
                                 f"records ({', '.join(known)})")
         named = claim.get("arms") or [] if expect == "zero" else [claim.get("arm"), claim.get("against")]
+        if expect == "restores":
+            named.append(claim.get("from"))
+            if not claim.get("from"):
+                problems.append(f"{where}.from: required for expect 'restores' (the arm whose gap is restored)")
+            if not (isinstance(claim.get("fraction", 0.9), (int, float)) and 0 < claim.get("fraction", 0.9) <= 1):
+                problems.append(f"{where}.fraction: a share of the gap in (0, 1], got {claim.get('fraction')!r}")
+        elif claim.get("from") is not None or claim.get("fraction") is not None:
+            problems.append(f"{where}: `from` and `fraction` belong to expect 'restores' only")
         if expect != "zero":
             for key in ("arm", "against"):
                 if not claim.get(key):

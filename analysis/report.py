@@ -96,10 +96,41 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
 
 
 def claims_table(analysis: Dict[str, Any]) -> str:
-    lines = table_head("claim", "verdict", "numbers")
+    """Per claim: its verdict, its numbers, and where the noise in its interval came from."""
+    lines = table_head("claim", "verdict", "numbers", "noise from")
     for c in analysis["claims"]:
         verdict = f"**{c['verdict']}**" + (" (as predicted for the pin)" if c.get("as_predicted") else "")
-        lines.append(f"| {c['text'] or c['id']} | {verdict} | {c.get('detail', '')} |")
+        lines.append(f"| {c['text'] or c['id']} | {verdict} | {c.get('detail', '')} | {c.get('noise') or '-'} |")
+    m = analysis.get("multiplicity") or {}
+    if m:
+        policy = (f"Holm's step-down over the {m['family']} claims with an interval, familywise "
+                  f"{m['alpha']:.0%} (each claim one-sided at {m['alpha'] / 2:.1%}, as its 95% interval)"
+                  if m["policy"] == "holm" else
+                  f"no multiplicity correction (each claim one-sided at {m['alpha'] / 2:.1%})")
+        lines += ["", f"Many claims: {policy}."]
+    launch = analysis.get("launch_noise") or {}
+    if launch:
+        lines.append("Between-launch noise: " + (
+            "measured: each arm ran 2+ launches, and their means are its replicates." if launch.get("measured") else
+            f"one launch per arm, so every arm-vs-arm interval includes a prior per metric "
+            f"({', '.join(f'{k} {v:.1%}' for k, v in sorted((launch.get('prior') or {}).items()))}); source: "
+            f"{launch.get('source') or 'not stated'}"))
+    return "\n".join(lines)
+
+
+def accuracy_section(analysis: Dict[str, Any]) -> str:
+    """Accuracy shown, never judged: each arm against the baseline on the same questions, paired."""
+    rows = (analysis.get("gsm8k") or {}).get("paired") or []
+    if not rows:
+        return ""
+    lines = ["### Accuracy (shown, not judged)", "",
+             "Per question, each arm's answer against the baseline's (the majority over repeats); n is the number of "
+             "distinct questions.  The seed makes no accuracy claim.", "",
+             *table_head("benchmark", "arm", "against", "questions", "arm right only", "baseline right only",
+                         "difference (95% CI)")]
+    for r in rows:
+        lines.append(f"| {r['benchmark']} | {r['arm']} | {r['baseline']} | {r['pairs']} | {r['arm_only']} | "
+                     f"{r['base_only']} | {r['difference']:+.1%} ({r['ci_low']:+.1%} .. {r['ci_high']:+.1%}) |")
     return "\n".join(lines)
 
 
@@ -127,12 +158,13 @@ HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms",
 
 
 def noise_table(analysis: Dict[str, Any]) -> str:
-    lines = table_head("benchmark", "metric", "noise floor (CV)", "from")
+    lines = table_head("benchmark", "metric", "within a launch (CV)", "from", "between launches (prior CV)")
     for n in analysis["noise_floors"]:
         if n["metric"] not in HEADLINE_METRICS:
             continue
-        floor = n["noise_floor"]
-        lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | {n['source']} |")
+        floor, prior = n["noise_floor"], n.get("launch_prior")
+        lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | "
+                     f"{n['source']} | {'-' if prior is None else f'{prior:.1%}'} |")
     return "\n".join(lines)
 
 
@@ -255,16 +287,18 @@ def output_agreement_section(analysis: Dict[str, Any]) -> str:
     if not rows:
         return ""
     lines = ["### Greedy outputs against the baseline", "",
-             "Per GSM8K question at temperature 0, each arm's text against the baseline arm's (same repeat).", "",
-             *table_head("benchmark", "arm", "against", "identical", "match rate", "questions that differ")]
+             "Per GSM8K question at temperature 0, each arm's text against the baseline arm's (same repeat), beside "
+             "the baseline against itself (its later repeats and launches against its first: the A/A floor). An arm "
+             "is flagged when it differs significantly more often than the floor (one-sided 2.5%).", "",
+             *table_head("benchmark", "arm", "against", "identical", "match rate", "A/A floor", "beyond the floor",
+                         "questions that differ")]
     for a in rows:
         qs = sorted({d["request"] for d in a["differing"]})
+        floor = f"{a['aa_differing']} of {a['aa_pairs']} differ" if a.get("aa_pairs") else "not measured (one repeat)"
+        flagged = {True: f"**yes** (p {a['p_beyond_floor']:.2g})", False: "no", None: "cannot tell"}[a.get("flagged")]
         lines.append(f"| {a['benchmark']} | {a['arm']} | {a['against']} | {a['identical']} of {a['pairs']} | "
-                     f"{a['match_rate']:.1%} | {', '.join(map(str, qs[:30])) or '-'}"
+                     f"{a['match_rate']:.1%} | {floor} | {flagged} | {', '.join(map(str, qs[:30])) or '-'}"
                      f"{' ...' if len(qs) > 30 else ''} |")
-        unstable = a.get("baseline_unstable") or []
-        if unstable:
-            lines.append(f"| | | | | | {a['against']} differs from itself across repeats on {len(unstable)} |")
     for a in rows:
         for d in a["differing"][:10]:
             lines += ["", f"- {a['arm']} question {d['request']} r{d['repeat']}, first difference at character "
@@ -362,7 +396,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                        invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),
                        acceptance=acceptance, greedy_benchmarks=greedy, unjudged_metrics=unjudged_metrics(cfg),
                        toy_theory=load_theory(Path(toy["dir"])) if toy else None,
-                       theory_expectations=cfg["experiment"].get("theory"))
+                       theory_expectations=cfg["experiment"].get("theory"), settings=cfg.get("analysis"))
     run_records = run_records_of(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
@@ -391,7 +425,7 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         noise_table(analysis),
     ]
     for section in (launches_section(cfg, analysis), arm_checks_section(records, run_records),
-                    output_agreement_section(analysis),
+                    output_agreement_section(analysis), accuracy_section(analysis),
                     acceptance_section(analysis), attribution_section(analysis)):
         if section:
             parts += ["", section]

@@ -49,34 +49,6 @@ def pooled_cv(groups: Sequence[Sequence[float]]) -> Optional[float]:
     return float(math.sqrt(sum(w * c * c for w, c in zip(weights, cvs)) / sum(weights)))
 
 
-def t_quantile(df: Optional[float], level: float = 0.95) -> float:
-    """Two-sided quantile: Student's t with `df` degrees of freedom; the normal one for a known noise (df None/inf)."""
-    if df is None or math.isinf(df):
-        return float(special.ndtri(0.5 + level / 2))
-    if df < 1:
-        return math.inf
-    return float(special.stdtrit(df, 0.5 + level / 2))
-
-
-def relative_delta(arm: Sequence[float], base: Sequence[float], noise_floor: float, df: Optional[float] = None,
-                   extra_se: float = 0.0) -> Dict[str, float]:
-    """Relative change of the arm's mean against the baseline's, with a 95% interval from the noise floor.
-
-    Each mean has relative standard error floor/sqrt(n); the delta's is their
-    root-sum-square (plus `extra_se`, e.g. the question sample's binomial
-    error).  The interval uses Student's t with the floor's degrees of
-    freedom: a floor from 3 repeats has 2, and t(2) = 4.30, not 1.96.
-    """
-    ma, mb = float(np.mean(arm)), float(np.mean(base))
-    rel = (ma - mb) / abs(mb) if mb else math.nan
-    se = math.sqrt((noise_floor * math.sqrt(1.0 / len(arm) + 1.0 / len(base))) ** 2 + extra_se ** 2)
-    q = t_quantile(df)
-    half = q * se
-    return {"arm_mean": ma, "base_mean": mb, "delta": ma - mb, "relative": rel, "ci_low": rel - half,
-            "ci_high": rel + half, "half_width": half, "quantile": q, "df": df, "noise_floor": noise_floor,
-            "extra_se": extra_se}
-
-
 def binomial_relative_se(p_arm: float, p_base: float, questions: int) -> float:
     """Relative standard error of a difference of two accuracies on `questions` questions each.
 
@@ -86,10 +58,6 @@ def binomial_relative_se(p_arm: float, p_base: float, questions: int) -> float:
     if not questions or not p_base:
         return 0.0
     return math.sqrt(p_arm * (1 - p_arm) / questions + p_base * (1 - p_base) / questions) / p_base
-
-
-def outside_noise(delta: Dict[str, float]) -> bool:
-    return delta["ci_low"] > 0 or delta["ci_high"] < 0
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> Tuple[float, float]:
@@ -162,3 +130,27 @@ def per_token_latencies(requests) -> np.ndarray:
     """All per-token latencies (`itls_ms` lists) of a group of request rows, as one array."""
     lists = [np.asarray(x, dtype=float) for x in requests["itls_ms"].to_numpy() if x is not None and len(x)]
     return np.concatenate(lists) if lists else np.empty(0)
+
+
+def paired_difference(arm_only: int, base_only: int, n: int, z: float = Z95) -> Dict[str, float]:
+    """Accuracy difference of two arms on the same n questions from the discordant counts, with its Wald interval
+    (the paired variance: concordant questions add nothing)."""
+    if n == 0:
+        return {"difference": math.nan, "ci_low": math.nan, "ci_high": math.nan, "pairs": 0}
+    d = (arm_only - base_only) / n
+    var = ((arm_only + base_only) - (arm_only - base_only) ** 2 / n) / (n * n)
+    half = z * math.sqrt(max(var, 0.0))
+    return {"difference": d, "ci_low": d - half, "ci_high": d + half, "pairs": n, "arm_only": arm_only,
+            "base_only": base_only}
+
+
+def two_proportion_p(x1: int, n1: int, x2: int, n2: int) -> float:
+    """One-sided p-value that rate x1/n1 exceeds rate x2/n2 (pooled two-proportion z test)."""
+    if not n1 or not n2:
+        return math.nan
+    pooled = (x1 + x2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    diff = x1 / n1 - x2 / n2
+    if se == 0:
+        return 1.0 if diff <= 0 else 0.0
+    return float(special.ndtr(-diff / se))

@@ -33,12 +33,14 @@ def test_seed_noise_floor_is_about_half_a_percent():
     assert stats.pooled_cv([[1.0], [2.0]]) is None
 
 
-def test_relative_delta_ci():
-    d = stats.relative_delta([90.0], [100.0], noise_floor=0.01)
+def test_relative_change_known_numbers():
+    from specrepro.analysis import noise
+
+    # one value per arm, a known 1% noise on each (prior, no repeats): se = 1% x sqrt(1 + 0.9^2)
+    d = noise.relative_change(noise.arm_noise([[90.0]], 0.01), noise.arm_noise([[100.0]], 0.01))
     assert d["relative"] == pytest.approx(-0.10)
-    assert d["ci_high"] - d["relative"] == pytest.approx(1.959964 * 0.01 * math.sqrt(2), rel=1e-5)
-    assert stats.outside_noise(d)
-    assert not stats.outside_noise(stats.relative_delta([100.5], [100.0], 0.01))
+    assert d["se"] == pytest.approx(0.01 * math.sqrt(0.9 ** 2 + 0.9 ** 2))
+    assert d["ci_high"] - d["relative"] == pytest.approx(1.959964 * d["se"], rel=1e-5) and math.isinf(d["df"])
 
 
 def test_wilson_and_mcnemar_known_values():
@@ -71,21 +73,49 @@ def seed_table():
     return pd.DataFrame(rows)
 
 
+def campaign_settings(*overrides):
+    """The analysis settings a campaign runs with (conf/config.yaml's `analysis:` block)."""
+    from specrepro.config import compose
+
+    return compose(list(overrides))["analysis"]
+
+
 def test_seed_numbers_give_the_seed_conclusions():
+    """The PR's tables (one launch per arm) and published repeats, with the campaign's between-launch priors and
+    Holm over the claims: the PR's conclusions hold, and the throughput ones say they lean on the prior."""
     claims = yaml.safe_load((CONF_DIR / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
     reference = {"bench_serving": {"output_throughput": SEED_TPUT, "mean_tpot_ms": SEED_TPOT}, "gsm8k": {"accuracy": SEED_ACC}}
-    result = analyze(seed_table(), None, "main_rs_off", claims, reference)
-    v = {c["id"]: c["verdict"] for c in result["claims"]}
-    assert v["rs_costs_accept_length"] == REPRODUCED
+    result = analyze(seed_table(), None, "main_rs_off", claims, reference, settings=campaign_settings())
+    c = {x["id"]: x for x in result["claims"]}
+    v = {k: x["verdict"] for k, x in c.items()}
+    assert v["rs_costs_accept_length"] == REPRODUCED and v["pr_raises_accept_length"] == REPRODUCED
     assert v["rs_costs_throughput"] == REPRODUCED
-    assert v["pr_restores_accept_length"] == REPRODUCED
+    assert v["pr_restores_accept_length"] == REPRODUCED  # 115% of the gap, 95% CI 97% .. 133% > 90%
+    assert "115% of it" in c["pr_restores_accept_length"]["detail"]
     assert v["pr_improves_tpot"] == REPRODUCED and v["pr_improves_throughput"] == REPRODUCED
-    assert v["accuracy_unchanged"] == INCONCLUSIVE
+    assert "accuracy_unchanged" not in v  # "Nothing here is an accuracy claim in either direction"
     assert v["sampled_workload_unaffected"] == INCONCLUSIVE  # not in the seed's tables
+    # one launch per arm: the between-launch prior is in every interval, and verdicts say whether they would
+    # survive twice that prior
+    assert "prior 1.5% between launches" in c["pr_improves_throughput"]["noise"]
+    assert c["pr_improves_throughput"]["prior_sensitive"] == INCONCLUSIVE
+    assert c["pr_raises_accept_length"]["prior_sensitive"] is None
+    assert result["multiplicity"] == {"policy": "holm", "alpha": 0.05, "family": 6}
     deltas = {(d["arm"], d["benchmark"], d["metric"]): d for d in result["deltas"]}
     assert deltas[("main_rs_on", "bench_serving", "output_throughput")]["verdict"] == "outside noise"
     assert deltas[("main_rs_on", "gsm8k", "accept_length")]["verdict"] == "outside noise"
     assert deltas[("main_rs_on", "gsm8k", "accuracy")]["verdict"] == "within noise"
+
+
+def test_doubling_the_prior_is_what_the_sensitivity_says():
+    claims = yaml.safe_load((CONF_DIR / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
+    reference = {"bench_serving": {"output_throughput": SEED_TPUT, "mean_tpot_ms": SEED_TPOT}}
+    doubled = campaign_settings("analysis.launch_noise_prior.output_throughput=0.03",
+                                "analysis.launch_noise_prior.mean_tpot_ms=0.03",
+                                "analysis.launch_noise_prior.accept_length=0.01")
+    v = {x["id"]: x["verdict"] for x in analyze(seed_table(), None, "main_rs_off", claims, reference,
+                                                 settings=doubled)["claims"]}
+    assert v["pr_improves_throughput"] == INCONCLUSIVE and v["rs_costs_accept_length"] == REPRODUCED
 
 
 def test_claim_that_the_data_contradicts_is_not_reproduced():
@@ -95,9 +125,10 @@ def test_claim_that_the_data_contradicts_is_not_reproduced():
         {"arm": "c", "benchmark": "b", "repeat": r, "metric": "tput", "value": v, "unit": "tok/s"}
         for r, v in enumerate([120.0, 121.0, 119.0])])
     claim = {"id": "x", "benchmark": "b", "metric": "tput", "arm": "c", "against": "a", "expect": "decrease"}
-    assert analyze(table, claims=[claim])["claims"][0]["verdict"] == NOT_REPRODUCED
+    settings = {"launch_noise_prior": {"tput": 0.02}}
+    assert analyze(table, claims=[claim], settings=settings)["claims"][0]["verdict"] == NOT_REPRODUCED
     claim["expect"] = "increase"
-    assert analyze(table, claims=[claim])["claims"][0]["verdict"] == REPRODUCED
+    assert analyze(table, claims=[claim], settings=settings)["claims"][0]["verdict"] == REPRODUCED
 
 
 def test_gsm8k_binomial_and_mcnemar_on_requests():
@@ -136,7 +167,14 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
                           "--reference-repeats", str(reference)], capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert out.returncode == 0, out.stderr
     assert "outside noise" in out.stdout
-    assert "No accuracy claim either way; the seed's repeats span every arm. | **INCONCLUSIVE**" in out.stdout
+    assert "| The patch raises output throughput with rejection sampling on (285.7 -> 303.7 tok/s). | **REPRODUCED** |" \
+        in out.stdout and "Holm-adjusted over 6 claims" in out.stdout
+    assert "leans on the between-launch prior: with twice it, INCONCLUSIVE" in out.stdout
+    strict = subprocess.run([sys.executable, "-m", "specrepro.cli", "analyze", str(table), "--baseline", "main_rs_off",
+                             "--claims", str(CONF_DIR / "claims" / "eagle_topk_greedy.yaml"),
+                             "--reference-repeats", str(reference), "--set", "launch_noise_prior.output_throughput=0.03"],
+                            capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert "(285.7 -> 303.7 tok/s). | **INCONCLUSIVE** |" in strict.stdout
     bad = subprocess.run([sys.executable, "-m", "specrepro.cli", "analyze", str(tmp_path / "missing.csv")],
                          capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert bad.returncode == 2 and "missing.csv" in bad.stderr
@@ -165,29 +203,68 @@ def test_accept_length_up_with_much_worse_tpot_is_flagged():
     assert "accept length +23.8% but mean TPOT +9727%" in flags[0]["text"]
 
 
-def test_intervals_use_students_t_with_the_floors_degrees_of_freedom():
-    assert round(stats.t_quantile(2), 3) == 4.303 and round(stats.t_quantile(None), 3) == 1.96
-    d = stats.relative_delta([303.7], [310.2], noise_floor=0.005536, df=2)
-    # se = 0.5536% * sqrt(2) = 0.783%; half-width = 4.303 * 0.783% = 3.37%
-    assert round(d["relative"], 4) == -0.021 and round(d["half_width"], 4) == 0.0337
+def test_intervals_use_students_t_with_welchs_degrees_of_freedom():
+    from specrepro.analysis import noise
+
+    assert round(noise.t_quantile(2), 3) == 4.303 and round(noise.t_quantile(math.inf), 3) == 1.96
+    # two arms of 3 repeats each on one launch, no prior: each mean's variance is s^2/3 with df 2
+    a = noise.arm_noise([[303.0, 304.0, 305.0]], None)
+    b = noise.arm_noise([[309.0, 310.0, 311.0]], None)
+    d = noise.relative_change(a, b)
+    k = (304 / 310) ** 2
+    assert d["se"] == pytest.approx(math.sqrt(1 / 3 + k / 3) / 310)
+    assert d["df"] == pytest.approx((1 + k) ** 2 / ((1 + k ** 2) / 2))  # Welch-Satterthwaite
+    assert d["half_width"] == pytest.approx(noise.t_quantile(d["df"]) * d["se"])
+    # a prior is known: it widens the interval and loses no degrees of freedom
+    p = noise.relative_change(noise.arm_noise([[303.0, 304.0, 305.0]], 0.02),
+                              noise.arm_noise([[309.0, 310.0, 311.0]], 0.02))
+    assert p["se"] > d["se"] and p["df"] > d["df"]
+
+
+def test_an_arms_own_spread_is_its_own():
+    """Per-arm variances: a noisy arm widens its comparisons; a steady baseline does not narrow them."""
+    from specrepro.analysis import noise
+
+    steady = noise.arm_noise([[100.0, 100.1, 99.9]], None)
+    noisy = noise.arm_noise([[90.0, 100.0, 110.0]], None)
+    assert noise.relative_change(noisy, steady)["se"] > 10 * noise.relative_change(steady, steady)["se"]
+
+
+def test_holm_adjusts_step_down():
+    from specrepro.analysis import noise
+
+    assert noise.holm({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
 
 
 def test_seed_table_with_honest_intervals():
-    """The RS losses and the PR's recovery stay outside noise; the PR-vs-RS-off residual does not; accuracy
-    cannot be decided by 200 questions and three published repeats."""
+    """The RS losses stay outside noise; the PR-vs-RS-off residual does not; accuracy is shown per question, paired,
+    with an interval, and never judged."""
     claims = yaml.safe_load((CONF_DIR / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
     reference = {"bench_serving": {"output_throughput": SEED_TPUT, "mean_tpot_ms": SEED_TPOT}, "gsm8k": {"accuracy": SEED_ACC}}
-    result = analyze(seed_table(), None, "main_rs_off", claims, reference, questions={"gsm8k": 200})
+    result = analyze(seed_table(), None, "main_rs_off", claims, reference, questions={"gsm8k": 200},
+                     settings=campaign_settings())
     d = {(x["arm"], x["metric"]): x for x in result["deltas"]}
     assert d[("main_rs_on", "output_throughput")]["verdict"] == "outside noise"  # -7.9%
     assert d[("main_rs_on", "mean_tpot_ms")]["verdict"] == "outside noise"  # +8.2%
-    assert d[("pr_rs_on", "output_throughput")]["verdict"] == "within noise"  # -2.1% +- 3.4%
-    assert d[("pr_rs_on", "mean_tpot_ms")]["verdict"] == "within noise"  # +1.3% +- 3.1%
-    claims_by_id = {c["id"]: c for c in result["claims"]}
-    acc = claims_by_id["accuracy_unchanged"]
-    assert acc["verdict"] == INCONCLUSIVE and "question sample n=200" in acc["detail"]
-    assert "this campaign cannot decide it" in acc["detail"]
-    assert claims_by_id["pr_improves_throughput"]["verdict"] == REPRODUCED
+    assert d[("pr_rs_on", "output_throughput")]["verdict"] == "within noise"  # -2.1%
+    assert d[("pr_rs_on", "mean_tpot_ms")]["verdict"] == "within noise"  # +1.3%
+    acc = d[("pr_rs_on", "accuracy")]
+    assert acc["verdict"] == "within noise" and acc["extra_se"] > 0.02  # the 200-question sample dominates
+    assert "accuracy" not in {c.get("metric") for c in result["claims"]}
+
+
+def test_paired_accuracy_difference_is_shown_with_its_interval():
+    requests = pd.DataFrame([{"arm": "a", "benchmark": "gsm8k", "repeat": 1, "request": q, "correct": q % 10 != 0}
+                             for q in range(200)] +
+                            [{"arm": "b", "benchmark": "gsm8k", "repeat": 1, "request": q, "correct": q % 10 not in (0, 1)}
+                             for q in range(200)])
+    runs = pd.DataFrame([{"arm": a, "benchmark": "gsm8k", "repeat": 1, "metric": "accuracy", "value": v}
+                         for a, v in (("a", 0.9), ("b", 0.8))])
+    (paired,) = analyze(runs, requests, "a")["gsm8k"]["paired"]
+    # b is right only where a is: 20 discordant questions, all against b
+    assert (paired["arm_only"], paired["base_only"], paired["pairs"]) == (0, 20, 200)
+    assert paired["difference"] == pytest.approx(-0.1)
+    assert paired["ci_low"] == pytest.approx(-0.1 - 1.959963984540054 * math.sqrt(20 - 400 / 200) / 200)
 
 
 def test_repeats_do_not_multiply_the_question_sample():

@@ -123,15 +123,34 @@ def test_greedy_outputs_first_divergence_and_verdicts():
     claim = {"id": "c", "benchmark": "gsm8k", "arm": "pr_rs_on", "against": "main_rs_off", "expect": "outputs_unchanged"}
     same = checks.judge_outputs_unchanged(claim, req)
     assert same["verdict"] == "REPRODUCED" and same["agreement"]["identical"] == 3
+    # one repeat: a difference cannot be told from the server's own nondeterminism (no A/A floor)
     differ = checks.judge_outputs_unchanged(dict(claim, arm="main_rs_on"), req)
-    assert differ["verdict"] == "NOT REPRODUCED" and differ["differing_questions"] == [1]
+    assert differ["verdict"] == "INCONCLUSIVE" and differ["differing_questions"] == [1]
+    assert "no A/A floor" in differ["detail"] and differ["agreement"]["flagged"] is None
     d = differ["agreement"]["differing"][0]
     assert d["first_difference_at"] == len("So 3 + 4 = 7. ")
     assert differ["agreement"]["match_rate"] == pytest.approx(2 / 3)
-    # a baseline that disagrees with itself across repeats cannot judge anyone
-    unstable = pd.concat([req, pd.DataFrame(outputs("main_rs_off", ["The answer is 19.", base[1], base[2]], repeat=2))])
-    assert checks.judge_outputs_unchanged(claim, unstable)["verdict"] == "INCONCLUSIVE"
     assert checks.judge_outputs_unchanged(claim, None)["verdict"] == "INCONCLUSIVE"
+
+
+def test_greedy_outputs_against_the_baselines_own_floor():
+    """40 questions, two repeats: the baseline agrees with itself on 39 (A/A 1 of 40); an arm that differs on 12
+    questions in both repeats is beyond that floor, one that differs as often as the baseline itself is not."""
+    base = [f"The answer is {q}." for q in range(40)]
+    base_r2 = [t if q != 5 else "The answer is five." for q, t in enumerate(base)]
+    changed = [t if q % 10 not in (1, 4, 7) else t + " Or so." for q, t in enumerate(base)]
+    req = pd.DataFrame(outputs("main_rs_off", base) + outputs("main_rs_off", base_r2, repeat=2)
+                       + outputs("main_rs_on", changed) + outputs("main_rs_on", changed, repeat=2)
+                       + outputs("pr_rs_on", base) + outputs("pr_rs_on", base_r2, repeat=2))
+    claim = {"id": "c", "benchmark": "gsm8k", "arm": "main_rs_on", "against": "main_rs_off", "expect": "outputs_unchanged"}
+    beyond = checks.judge_outputs_unchanged(claim, req)
+    agreement = beyond["agreement"]
+    assert (agreement["aa_differing"], agreement["aa_pairs"]) == (1, 40)
+    assert beyond["verdict"] == "NOT REPRODUCED" and agreement["flagged"] is True
+    # 12 changed questions, and question 5 in repeat 2, where the baseline itself flipped
+    assert len(beyond["differing_questions"]) == 13 and "beyond the floor" in beyond["detail"]
+    within = checks.judge_outputs_unchanged(dict(claim, arm="pr_rs_on"), req)
+    assert within["verdict"] == "REPRODUCED" and within["agreement"]["flagged"] is False
 
 
 def test_invalid_arm_makes_its_claims_inconclusive_with_the_reason():
@@ -139,10 +158,11 @@ def test_invalid_arm_makes_its_claims_inconclusive_with_the_reason():
                          for a, v in (("main_rs_off", 3.78), ("main_rs_on", 3.08)) for r in (1, 2, 3)])
     claim = {"id": "rs_costs", "benchmark": "gsm8k", "metric": "accept_length", "arm": "main_rs_on",
              "against": "main_rs_off", "expect": "decrease"}
-    judged = analyze(runs, baseline="main_rs_off", claims=[claim])["claims"][0]
+    settings = {"launch_noise_prior": {"accept_length": 0.005}}
+    judged = analyze(runs, baseline="main_rs_off", claims=[claim], settings=settings)["claims"][0]
     assert judged["verdict"] == "REPRODUCED"
     invalid = {"main_rs_on": ["launch x: speculative_use_rejection_sampling: requested True, the server resolved False"]}
-    judged = analyze(runs, baseline="main_rs_off", claims=[claim], invalid_arms=invalid)["claims"][0]
+    judged = analyze(runs, baseline="main_rs_off", claims=[claim], invalid_arms=invalid, settings=settings)["claims"][0]
     assert judged["verdict"] == "INCONCLUSIVE" and judged["measured_verdict"] == "REPRODUCED"
     assert "speculative_use_rejection_sampling" in judged["detail"]
 
@@ -187,12 +207,22 @@ def test_decidability_with_the_seeds_published_repeats():
     published = {"gsm8k": {"accuracy": [0.940, 0.945, 0.920]},
                  "bench_serving": {"output_throughput": [310.2, 312.9, 309.7]}}
     benchmarks = {"gsm8k": {"kind": "gsm8k", "gsm8k": {"num_questions": 200}}, "bench_serving": {"kind": "bench_serving"}}
-    acc, tput = checks.decidability(claims, benchmarks, {"gsm8k": 3, "bench_serving": 3}, reference, published, {})
-    # t(2) = 4.303; floor CV of the published repeats; sqrt(2/3); plus 200 questions' binomial error for accuracy
+    no_prior = {"launch_noise_prior": {}, "within_fallback": {}, "default_margin": 0.02}
+    acc, tput = checks.decidability(claims, benchmarks, {"gsm8k": 3, "bench_serving": 3}, reference, published,
+                                    no_prior)
+    # no prior: each arm's 3 repeats, the published CV with df 2 each; Welch df = 4 for two equal arms
     cv = pd.Series([310.2, 312.9, 309.7]).std() / pd.Series([310.2, 312.9, 309.7]).mean()
-    assert tput["resolvable"] == pytest.approx(4.3027 * cv * math.sqrt(2 / 3), rel=1e-3)
+    assert tput["resolvable"] == pytest.approx(2.7764 * cv * math.sqrt(2 / 3), rel=1e-3)
     assert tput["warning"] is None and tput["expected"] == pytest.approx(303.7 / 285.7 - 1)
-    assert acc["resolvable"] > 0.10 and "cannot come out REPRODUCED" in acc["warning"]
+    assert acc["resolvable"] > 0.05 and "cannot come out REPRODUCED" in acc["warning"]
+    # one launch per arm with a 1.5% between-launch prior: the prior dominates, t near 1.96
+    prior = dict(no_prior, launch_noise_prior={"output_throughput": 0.015})
+    _, tput1 = checks.decidability(claims, benchmarks, {"gsm8k": 3, "bench_serving": 3}, reference, published, prior)
+    assert tput1["resolvable"] == pytest.approx(1.96 * math.sqrt(2 * (0.015 ** 2 + cv ** 2 / 3)), rel=0.01)
+    # three launches: the prior is what each launch mean carries, and the launch means are the replicates
+    _, tput3 = checks.decidability(claims, benchmarks, {"gsm8k": 3, "bench_serving": 3}, reference, published, prior,
+                                   launches=3)
+    assert tput3["resolvable"] == pytest.approx(2.7764 * math.sqrt(2 * (0.015 ** 2 + cv ** 2 / 3) / 3), rel=1e-3)
 
 
 # --- launches ------------------------------------------------------------------------------------------------
@@ -214,7 +244,11 @@ def test_launch_variance_separates_within_from_between():
     out = analyze(pd.concat([runs, runs_b]), baseline="a")
     assert out["replicates"] == "launch means"
     assert {s["n"] for s in out["summary"]} == {6}
-    assert out["noise_floors"][0]["df"] == 2.0  # (2 launches - 1) x 2 arms
+    assert out["noise_floors"][0]["df"] == 8.0  # the within-launch floor: (3 repeats - 1) x 2 launches x 2 arms
+    (delta,) = out["deltas"]
+    assert delta["noise"] == {"arm": ["measured over 2 launches"], "base": ["measured over 2 launches"]}
+    # each arm's mean: var(launch means) / 2 with df 1; Welch df of two such arms: 2 at equal relative spread
+    assert delta["df"] == pytest.approx(2.0)
 
 
 def test_launch_order_interleaves(tmp_path):
@@ -238,7 +272,8 @@ def test_plan_prints_what_each_seed_claim_can_resolve():
 
     out = specrepro("plan").stdout
     assert "## decidability: the smallest relative effect each claim's 95% interval resolves" in out
-    assert "claim rs_costs_throughput (bench_serving output_throughput, decrease): resolves +-1.9% " \
-           "(floor 0.55% from published repeats, 3 repeats), published effect -7.9%" in out
-    assert "WARNING: claim accuracy_unchanged: the interval half-width (12.4%) is not below the claim's 2% margin" in out
+    assert "claim rs_costs_throughput (bench_serving output_throughput, decrease): resolves +-4.3% (floor 0.55% from " \
+           "published repeats, prior 1.5% between launches, 3 repeats x 1 launch), published effect -7.9%" in out
+    assert "WARNING: claim sampled_workload_unaffected: the interval half-width (2.3%) is not below the claim's 2% " \
+           "margin" in out
     assert "## launches: 1 per arm, 5 in all" in out

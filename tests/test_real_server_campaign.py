@@ -121,11 +121,13 @@ def test_the_report_says_what_ran_and_judges_only_what_it_can(campaign):
     assert "toy model `toy_lookup`" in first and "not mi355x performance" in first
     assert "Shown, not judged: accuracy, invalid_rate, mean_tpot_ms, median_tpot_ms, output_throughput." in first
     verdicts = {c["id"]: c for c in campaign["analysis"]["claims"]}
-    for cid in ("rs_costs_accept_length", "pr_raises_accept_length", "pr_restores_accept_length",
-                "pr_keeps_greedy_outputs"):
+    for cid in ("rs_costs_accept_length", "pr_raises_accept_length", "pr_keeps_greedy_outputs"):
         assert verdicts[cid]["verdict"] == "REPRODUCED", verdicts[cid]
-    for cid in ("pr_improves_tpot", "pr_improves_throughput", "rs_costs_throughput", "accuracy_unchanged",
-                "no_invalid_output"):
+    # the patched arm closes the gap (theory: all but its first verify step per request); two repeats decide
+    # whether more than 90% of it is closed only when the spread allows
+    restores = verdicts["pr_restores_accept_length"]
+    assert restores["restored"]["fraction"] > 0.9 and restores["verdict"] in ("REPRODUCED", "INCONCLUSIVE")
+    for cid in ("pr_improves_tpot", "pr_improves_throughput", "rs_costs_throughput", "no_invalid_output"):
         assert verdicts[cid]["verdict"] == "NOT JUDGED", verdicts[cid]
     # the PR's no-graph sentence describes its own base: on 0.5.20 both halves fail, as predicted
     for cid in ("nocg_fixed_without_patch", "nocg_patch_changes_nothing"):

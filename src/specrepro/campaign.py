@@ -294,7 +294,8 @@ class Campaign:
                 "reference": self.experiment.get("reference"),
                 "reference_repeats": self.experiment.get("reference_repeats"),
                 "baseline_arm": self.experiment["baseline_arm"],
-                "skip_claims": self.experiment.get("skip_claims") or []}
+                "skip_claims": self.experiment.get("skip_claims") or [],
+                "analysis": self.cfg.get("analysis")}
 
     def warnings(self) -> List[str]:
         """Known hazards of this campaign's setup, as data; `plan` prints them."""
@@ -364,31 +365,33 @@ class Campaign:
         return lines
 
     def decidability(self) -> List[Dict[str, Any]]:
-        """Per judged claim: the smallest effect this configuration can resolve (analysis.checks.decidability)."""
-        from specrepro.analysis.analyze import DEFAULT_MARGIN, FALLBACK_NOISE
+        """Per judged claim: the smallest effect this configuration can resolve (analysis.checks.decidability,
+        the analysis's own noise computation fed with the published repeats and the priors)."""
         from specrepro.analysis.checks import decidability
         from specrepro.analysis.claims import load_claims
 
         skip = set(self.experiment.get("skip_claims") or [])
         claims = [c for c in load_claims(self.claims_path) if c["id"] not in skip]
-        # With 2+ launches the replicates are launch means (analysis.analyze): n = launches.
-        n = {b: (self.launches if self.launches > 1 else self.repeats(b)) for b in self.cfg["benchmarks"]}
+        n = {b: self.repeats(b) for b in self.cfg["benchmarks"]}
         return decidability(claims, self.cfg["benchmarks"], n,
                             self.experiment.get("reference") or {}, self.experiment.get("reference_repeats") or {},
-                            FALLBACK_NOISE, default_margin=DEFAULT_MARGIN)
+                            self.cfg["analysis"], launches=self.launches)
 
     def describe_decidability(self) -> List[str]:
-        lines = ["## decidability: the smallest relative effect each claim's 95% interval resolves "
-                 "(t at the noise floor's degrees of freedom; n = repeats, and distinct questions for proportions)"]
+        lines = ["## decidability: the smallest relative effect each claim's 95% interval resolves (each arm: "
+                 "its repeats' spread and, with one launch, the between-launch prior; Welch's degrees of freedom; "
+                 "distinct questions for proportions)"]
         for d in self.decidability():
             if d.get("resolvable") is None:
                 lines.append(f"claim {d['id']}: {d['note']}")
                 continue
             expected = f", published effect {d['expected']:+.1%}" if d.get("expected") is not None else ""
             questions = f", {d['questions']} questions" if d.get("questions") else ""
+            floor = f"floor {d['floor']:.2%} from {d['floor_source']}" if d.get("floor") is not None else "no floor"
+            prior = (f", prior {d['prior']:.1%} between launches" if d.get("prior") and self.launches == 1 else "")
             lines.append(f"claim {d['id']} ({d['benchmark']} {d['metric']}, {d['expect']}): resolves "
-                         f"+-{d['resolvable']:.1%} (floor {d['floor']:.2%} from {d['floor_source']}, "
-                         f"{d['repeats']} {'launches' if self.launches > 1 else 'repeats'}{questions}){expected}")
+                         f"+-{d['resolvable']:.1%} ({floor}{prior}, {d['repeats']} repeats x {self.launches} "
+                         f"launch{'es' if self.launches > 1 else ''}{questions}){expected}")
             if d.get("warning"):
                 lines.append(f"WARNING: claim {d['id']}: {d['warning']}")
         return lines

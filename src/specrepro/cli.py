@@ -234,8 +234,10 @@ def cmd_analyze(args) -> int:
     except ValueError:
         print(f"specrepro analyze: --questions takes BENCHMARK=N, got {args.questions}", file=sys.stderr)
         return 2
+    # the analysis settings a campaign would use (conf/config.yaml's `analysis:` block, overridable)
+    settings = compose([f"analysis.{o}" for o in args.set])["analysis"]
     try:
-        result = analyze(runs, requests, args.baseline, claims, reference, questions)
+        result = analyze(runs, requests, args.baseline, claims, reference, questions, settings=settings)
     except TableError as exc:
         print(f"specrepro analyze: {exc}", file=sys.stderr)
         return 2
@@ -319,6 +321,8 @@ def add_tool_subcommands(sub) -> None:
     p.add_argument("--reference-repeats", default=None, help="YAML benchmark -> metric -> [values] of an unchanged server")
     p.add_argument("--questions", action="append", default=[],
                    help="BENCHMARK=N: distinct questions per repeat (accuracy intervals), e.g. gsm8k=200")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="an analysis setting, e.g. --set multiplicity=none --set launch_noise_prior.output_throughput=0.03")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_analyze)
 

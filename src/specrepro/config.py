@@ -269,6 +269,15 @@ def validate(cfg: Dict[str, Any]) -> None:
                 problems.append(f"experiment.theory.{arm}.{bench}: arm {arm} does not run benchmark {bench!r}")
     if exp.get("theory") and not toy:
         problems.append("experiment.theory: expectations need a model whose acceptance is known (model.toy)")
+    an = cfg["analysis"]
+    if an["multiplicity"] not in ("holm", "none"):
+        problems.append(f"analysis.multiplicity: {an['multiplicity']!r} not one of ['holm', 'none']")
+    if not 0 < an["alpha"] < 1:
+        problems.append(f"analysis.alpha: must be in (0, 1), got {an['alpha']}")
+    for name in ("launch_noise_prior", "within_fallback"):
+        for metric, cv in (an.get(name) or {}).items():
+            if not (isinstance(cv, (int, float)) and 0 <= cv < 1):
+                problems.append(f"analysis.{name}.{metric}: a relative SD in [0, 1), got {cv!r}")
     if cfg["sglang"]["source"] not in SOURCE_METHODS:
         problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
 

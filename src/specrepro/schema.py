@@ -284,6 +284,24 @@ class GpuCheckConfig:
 
 
 @dataclass
+class AnalysisConfig:
+    # Familywise level of the claim verdicts: each claim is one-sided at alpha / 2 (its 95% interval).
+    alpha: float = 0.05
+    # holm (step-down over every claim judged) | none
+    multiplicity: str = "holm"
+    # Relative band of `equal` and `not_below` claims that give none.
+    default_margin: float = 0.02
+    # Relative SD between two server launches of one arm, per metric: what a comparison of arms measured on one
+    # launch each cannot measure itself.  A metric without one gets none (and zero-spread data stay undecided).
+    launch_noise_prior: Dict[str, float] = field(default_factory=dict)
+    # Where those numbers come from (shown in the report next to every interval that uses them).
+    launch_noise_source: str = ""
+    # Within-launch relative SD per metric when an arm has one repeat and neither the other arms nor the
+    # published repeats give one.
+    within_fallback: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class TrackingConfig:
     # None: an SQLite store under the results folder (or MLFLOW_TRACKING_URI).
     uri: Optional[str] = None
@@ -301,6 +319,7 @@ class SpecreproConfig:
     gpu_check: GpuCheckConfig = field(default_factory=GpuCheckConfig)
     preflight: PreflightConfig = field(default_factory=PreflightConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     results_dir: str = MISSING
     cache_dir: str = MISSING
     project_root: str = MISSING
