@@ -146,3 +146,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("container runtime output (podman images / podman ps)")
         for block in RUNTIME_OUTPUT:
             terminalreporter.write_line(block)
+
+
+def kfd_tree(layout: str, root: Path) -> Path:
+    """A KFD topology under `root` from tests/data/node_facts/<layout>.json (each file names its source)."""
+    spec = json.loads((ROOT / "tests" / "data" / "node_facts" / f"{layout}.json").read_text())
+    nodes = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for i, node in enumerate(spec["nodes"]):
+        d = nodes / str(i)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "gpu_id").write_text(f"{node['gpu_id']}\n")
+        (d / "properties").write_text("".join(f"{k} {v}\n" for k, v in node["properties"].items()))
+    return root

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, RUNTIME_OUTPUT, specrepro, standin_overrides, write_behaviour
+from conftest import ROOT, RUNTIME_OUTPUT, kfd_tree, specrepro, standin_overrides, write_behaviour
 
 pytestmark = [pytest.mark.containers, pytest.mark.e2e]
 
@@ -68,23 +68,37 @@ def base_image(node_stores):
     return proc.stdout.strip()
 
 
+# The group that owns the placeholder GPU device files: not the caller's, as `render` on a ROCm host.
+DEVICE_GID = 4242
+
+
 @pytest.fixture(scope="session")
-def fake_devices(tmp_path_factory):
-    """Character devices where a ROCm node has /dev/kfd and /dev/dri/renderD128..135."""
+def fake_node(tmp_path_factory):
+    """An 8-GPU MI355X node in SPX mode: its KFD topology (tests/data/node_facts) and character devices where it has
+    /dev/kfd and /dev/dri/renderD128, 136, ..., 184, owned root:4242 0660 as on current ROCm hosts."""
+    root = kfd_tree("mi355x_spx_8gpu", tmp_path_factory.mktemp("node"))
     dev = tmp_path_factory.mktemp("dev")
-    for name in ["kfd"] + [f"renderD{128 + i}" for i in range(8)]:
+    for name in ["kfd"] + [f"renderD{128 + 8 * i}" for i in range(8)]:
         subprocess.run(["mknod", str(dev / name), "c", "1", "3"], check=True)
-    return dev
+        os.chown(dev / name, 0, DEVICE_GID)
+        os.chmod(dev / name, 0o660)
+    return {"root": root, "dev": dev}
+
+
+@pytest.fixture(scope="session")
+def fake_devices(fake_node):
+    return fake_node["dev"]
 
 
 @pytest.fixture(scope="module")
-def container_env(tmp_path_factory, base_image, fake_devices, standin_assets, check_python):
+def container_env(tmp_path_factory, base_image, fake_devices, fake_node, standin_assets, check_python):
     work = tmp_path_factory.mktemp("container_campaign")
     behaviour = write_behaviour(work / "behaviour.json", standin_assets)
     site = next((Path(check_python).parent.parent / "lib").glob("python3*/site-packages"))
     env = {"SPECREPRO_TEST_BASE_IMAGE": base_image, "SPECREPRO_TEST_FAKE_DEV": str(fake_devices),
            "SPECREPRO_TEST_CLIENT_SITE": str(site), "SPECREPRO_TEST_ASSETS": str(standin_assets),
-           "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour), "SPECREPRO_TEST_PYTHON": str(check_python)}
+           "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour), "SPECREPRO_TEST_PYTHON": str(check_python),
+           "SPECREPRO_TEST_NODE_ROOT": str(fake_node["root"])}
     return {"work": work, "env": env, "behaviour": behaviour}
 
 
@@ -148,9 +162,12 @@ def test_patch_reached_only_the_patched_arm_through_its_image(campaign):
 def test_container_sees_only_the_granted_gpus_and_the_model(campaign):
     for arm in ("main_rs_on", "pr_rs_on"):
         log = (campaign["results"] / "arms" / arm / "server.log").read_text()
-        assert f"standin: devices kfd=True dri=renderD130,renderD131 uid={os.getuid()}" in log, log[-2000:]
+        # GPUs 2 and 3 of this node are renderD144 and renderD152 (its KFD topology), not 128 + index
+        assert f"standin: devices kfd=True dri=renderD144,renderD152 uid={os.getuid()}" in log, log[-2000:]
         start = next(e for e in launches(campaign["results"], arm) if e["event"] == "start")
         assert start["gpus"] == [2, 3] and start["gpu_source"] == "ROCR_VISIBLE_DEVICES"
+        assert start["render_minors"] == [144, 152] and start["device_gid"] == DEVICE_GID
+        assert "--group-add" in start["argv_list"] and str(DEVICE_GID) in start["argv_list"]
         # GPU facts are read inside the arm's image, before and after; this image has no vendor tool, and says so
         record = json.loads((campaign["results"] / "arms" / arm / "arm.json").read_text())
         assert record["gpu_facts"]["before"]["note"] == "no amd-smi, rocm-smi or nvidia-smi answered inside the image"
@@ -250,7 +267,7 @@ def _job_alive(results: Path) -> bool:
 
 
 @pytest.mark.parametrize("runtime", ["apptainer", "pyxis"])
-def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_assets, check_python):
+def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_assets, check_python, cpu_campaign):
     """Neither tool installs here: a recording fake runs the inner command (see fake_runtime.py)."""
     results = tmp_path / "results"
     record = tmp_path / "argv.jsonl"
@@ -300,3 +317,68 @@ def test_preflight_removes_a_stale_labelled_container_and_checks_inside_the_imag
     assert "preflight ok   server_flags_in_image" in out and "arm pr_rs_on: preflight passed" in out
     show(node_stores["B"], "GPU node after the preflight")
     assert podman(node_stores["B"], "ps", "--all", "--quiet", "--filter", "label=org.specrepro.campaign").stdout.strip() == ""
+
+
+def test_a_non_root_server_opens_the_granted_devices_through_their_group(campaign, container_env, node_stores):
+    """Device files root:4242 0660, the server as uid 1000: preflight's probe, inside the arm's container with the
+    launch's own device flags, opens /dev/kfd and both render nodes; without the group it cannot, and the check
+    names the files."""
+    import io
+
+    from specrepro import launch
+    from specrepro.config import compose
+    from specrepro.preflight import image_checks, probe_image
+
+    old = dict(os.environ)
+    os.environ.update({**container_env["env"], "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"])})
+    try:
+        cfg = compose(campaign["overrides"] + ["serve.container_user=1000:1000"])
+        image = json.loads((campaign["results"] / "image" / "pr_rs_on.json").read_text())
+        probe = probe_image(cfg, "pr_rs_on", image, [], io.StringIO(), [2, 3])
+        assert probe["uid"] == 1000 and DEVICE_GID in probe["groups"]
+        assert probe["devices"] == {"/dev/kfd": True, "/dev/dri/renderD144": True, "/dev/dri/renderD152": True}
+        opened = next(c for c in image_checks(cfg, "pr_rs_on", image, probe) if c["check"] == "gpu_devices_open")
+        assert opened["ok"]
+        real = launch.device_context
+        launch.device_context = lambda cfg, gpus: {**real(cfg, gpus), "device_gid": None}
+        try:
+            closed = probe_image(cfg, "pr_rs_on", image, [], io.StringIO(), [2, 3])
+        finally:
+            launch.device_context = real
+        assert set(closed["devices"].values()) == {"Permission denied"}
+        check = next(c for c in image_checks(cfg, "pr_rs_on", image, closed) if c["check"] == "gpu_devices_open")
+        assert not check["ok"] and "cannot open" in check["detail"] and "/dev/dri/renderD152" in check["detail"]
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_the_shipped_mi355x_run_arguments_start_a_podman_container(campaign, container_env, node_stores):
+    """The README's podman path, `platform=mi355x platform.container_runtime=podman`: the shipped platform's own run
+    arguments (--ipc=host, seccomp, SYS_PTRACE; no --shm-size, which podman refuses beside --ipc=host) start a
+    container with the node's GPU devices and their group."""
+    from specrepro.campaign import Campaign
+    from specrepro.config import compose
+    from specrepro.launch import LaunchContext, Launcher
+
+    cfg = compose(["platform=mi355x", "platform.container_runtime=podman", f"platform.runtime_command=[{PODMAN}]",
+                   f"platform.node_root={container_env['env']['SPECREPRO_TEST_NODE_ROOT']}",
+                   f"platform.gpu_shared_devices=[{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/kfd:/dev/kfd]",
+                   f"platform.gpu_device_pattern={container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/renderD{{render}}"
+                   ":/dev/dri/renderD{render}", f"results_dir={campaign['results'].parent / 'mi355x_podman'}"])
+    shipped = compose(["platform=mi355x"])["platform"]["runtime_run_args"]
+    assert cfg["platform"]["runtime_run_args"] == shipped and not any("shm-size" in a for a in shipped)
+    base = json.loads((campaign["results"] / "image" / "base.json").read_text())
+    from specrepro.launch import device_context
+
+    launcher = Launcher(Campaign(cfg), "main_rs_off")
+    ctx = LaunchContext(port=0, launch_id="mi355x-args", image=base["image_id"], image_id=base["image_id"], gpus=[1],
+                        user=f"{os.getuid()}:{os.getgid()}", **device_context(cfg, [1]))
+    launcher.prepare(ctx)
+    argv = launcher.wrap(ctx, ["sh", "-c", "ls /dev/dri; test -e /dev/kfd"], server=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPECREPRO_TEST_NODE_STORE": str(node_stores["B"])})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["renderD136"]
+    for flag in shipped:
+        assert flag in argv

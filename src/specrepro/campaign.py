@@ -167,8 +167,8 @@ class Campaign:
 
     @property
     def server_gpus(self) -> int:
-        """Accelerators one server holds (none on a platform without one, whatever the model says)."""
-        return self.cfg["model"]["gpus"] if self.cfg["platform"]["accelerator"] != "none" else 0
+        """GPUs a measuring job asks the scheduler for: the model's (a CPU campaign's model says 0)."""
+        return self.cfg["model"]["gpus"]
 
     def requested_fields(self, arm: str) -> Dict[str, Any]:
         """The arm's server arguments by ServerArgs field, as /server_info must report them back."""

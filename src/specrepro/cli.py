@@ -298,7 +298,35 @@ def cmd_toy_model(args) -> int:
     return 0
 
 
+def cmd_node_facts(args) -> int:
+    """The node's GPUs as the pipeline reads them, and the devices a grant maps to."""
+    from specrepro import node_facts as nf
+
+    try:
+        gpus = nf.node_gpus(args.accelerator, Path(args.root))
+        granted = nf.grant(gpus, explicit=args.gpus.split(",") if args.gpus else None)
+        if args.gpus:
+            granted["source"] = "--gpus"
+    except nf.NodeFactsError as exc:
+        print(f"specrepro node-facts: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"gpus": nf.as_records(gpus), "granted": {"source": granted["source"],
+                          "gpus": nf.as_records(granted["gpus"])}}, indent=1))
+    else:
+        print(nf.describe(gpus, granted))
+    return 0
+
+
 def add_tool_subcommands(sub) -> None:
+    p = sub.add_parser("node-facts", help="this node's GPUs (KFD topology / nvidia-smi) and what a grant maps to")
+    p.add_argument("--root", default="/", help="where sysfs is (a captured tree, for checks elsewhere)")
+    p.add_argument("--gpus", default=None, help="a grant to map (indices, ranges, device files, UUIDs); default: "
+                                               "SLURM_STEP_GPUS, SLURM_JOB_GPUS, ROCR/HIP/CUDA_VISIBLE_DEVICES")
+    p.add_argument("--accelerator", choices=["rocm", "cuda"], default="rocm")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_node_facts)
+
     p = sub.add_parser("toy-model", help="build the toy target + EAGLE draft pair whose acceptance theory predicts")
     p.add_argument("dir", help="folder to write target/, draft/ and theory.json into")
     p.add_argument("overrides", nargs="*", help="Hydra overrides of the recipe, e.g. model.toy.seed=3 "

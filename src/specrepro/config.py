@@ -222,6 +222,7 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"platform.accelerator: {plat['accelerator']!r} not one of {sorted(ACCELERATORS)}")
     if plat["container_runtime"] not in CONTAINER_RUNTIMES:
         problems.append(f"platform.container_runtime: {plat['container_runtime']!r} not one of {sorted(CONTAINER_RUNTIMES)}")
+    problems.extend(runtime_arg_problems(plat))
     if plat["container_runtime"] != "none" and not plat.get("base_image"):
         problems.append("platform.base_image: a container platform needs a base image")
     if plat["accelerator"] != "none" and cfg["model"]["gpus"] > plat["gpus_per_node"] > 0:
@@ -284,6 +285,26 @@ def validate(cfg: Dict[str, Any]) -> None:
     problems.extend(_flag_problems(cfg))
     if problems:
         raise ConfigError(problems)
+
+
+# Argument combinations a container runtime refuses, by its own documentation or error: (runtime, flags present
+# together, why).  `plan` and `run` refuse them before any job.
+RUNTIME_ARG_CONFLICTS = [
+    ("podman", ("--ipc=host", "--shm-size"),
+     "podman refuses --shm-size in the host's IPC namespace (\"cannot set shmsize when running in the host IPC "
+     "Namespace\"); with --ipc=host the container uses the host's /dev/shm: drop --shm-size"),
+    ("apptainer", ("--ipc=host",), "apptainer has no --ipc; its containers share the host's IPC namespace"),
+]
+
+
+def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
+    args = [str(a) for a in plat.get("runtime_run_args") or []]
+    problems = []
+    for runtime, flags, why in RUNTIME_ARG_CONFLICTS:
+        if plat["container_runtime"] == runtime and all(any(a == f or a.startswith(f + "=") or a.startswith(f + " ")
+                                                            for a in args) for f in flags):
+            problems.append(f"platform.runtime_run_args: {' with '.join(flags)} on {runtime}: {why}")
+    return problems
 
 
 def _claims_problems(cfg: Dict[str, Any]) -> List[str]:

@@ -226,6 +226,8 @@ def plan_resolution(campaign) -> Dict[str, Any]:
 
     cfg = campaign.cfg
     plat = cfg["platform"]
+    if not cfg["preflight"]["resolve_server_args"]:
+        return {"skipped": "preflight.resolve_server_args=false"}
     env = env_dir(campaign.cache_dir, campaign.project_root / "requirements" / (plat.get("python_env") or "sglang-cpu.txt"))
     version = cfg["sglang"]["version"]
     release = campaign.cache_dir / "sglang" / version
@@ -265,6 +267,7 @@ def describe_resolution(result: Dict[str, Any]) -> List[str]:
     """`plan`'s lines: per arm, what sglang resolves and any field it would rewrite (which refuses the arm)."""
     if "skipped" in result:
         return [f"# sglang's own resolution of the arms' arguments: not run ({result['skipped']})"]
+    # in plan an exception is no verdict (an environment this host lacks); preflight, on the node, refuses it
     where = (f"off the node, told {result['facts']}" if result["off_node"] else f"as the launch will ({result['facts']})")
     lines = [f"# sglang's own resolution of each arm's arguments (the pinned release in {result['tree']}, {where}; "
              f"fields read from the GPU's memory can differ on the node)"]
@@ -272,14 +275,13 @@ def describe_resolution(result: Dict[str, Any]) -> List[str]:
         shown = ", ".join(f"{k}={v}" for k, v in (r.get("shown") or {}).items() if v is not None)
         if r["ok"]:
             lines.append(f"resolved {arm}: every asked field kept; {shown}")
-        elif result["off_node"] and r.get("error"):
-            lines.append(f"unresolved {arm}: could not resolve off the node ({r['error'][:300]}); preflight resolves it "
-                         f"on the node")
+        elif r.get("error"):
+            lines.append(f"unresolved {arm}: could not resolve here ({r['error'][:300]}); preflight resolves it "
+                         f"where the server runs")
         else:
             lines.append(f"REFUSED {arm}: " + "; ".join(r["problems"]))
     return lines
 
 
 def refused_arms(result: Dict[str, Any]) -> List[str]:
-    return [a for a, r in (result.get("arms") or {}).items()
-            if not r["ok"] and not (result["off_node"] and r.get("error"))]
+    return [a for a, r in (result.get("arms") or {}).items() if not r["ok"] and not r.get("error")]

@@ -52,23 +52,31 @@ class LaunchContext:
     gpus: List[GpuIndex] = field(default_factory=list)
     gpu_source: str = ""
     user: str = ""
+    # each granted GPU's DRI render minor, read from the node's KFD topology (node_facts); $RENDER<i> in a plan
+    renders: List[GpuIndex] = field(default_factory=list)
+    # the group that owns the node's GPU device files (root:render 0660 on current ROCm hosts); $DEVICE_GID in a plan
+    device_gid: Union[int, str, None] = None
 
     def substitutions(self, campaign: Campaign, arm: str) -> Dict[str, str]:
         """Symbol -> value, to turn a planned argv into this launch's."""
         plan = planned_context(campaign, arm)
         subs = {str(plan.port): str(self.port), plan.launch_id: self.launch_id, plan.image: self.image,
                 plan.user: self.user, plan.image_id: _cache_key(self.image_id)}
-        base = campaign.cfg["platform"]["render_node_base"]
         for sym, real in zip(plan.gpus, self.gpus):
             subs[str(sym)] = str(real)
-            subs[f"$RENDER{str(sym)[4:]}"] = str(base + int(real))
+        for sym, real in zip(plan.renders, self.renders):
+            subs[str(sym)] = str(real)
+        if plan.device_gid:
+            subs[str(plan.device_gid)] = str(self.device_gid)
         return subs
 
 
 def planned_context(campaign: Campaign, arm: str) -> LaunchContext:
-    n = campaign.server_gpus
+    n = campaign.server_gpus if campaign.cfg["platform"]["accelerator"] != "none" else 0
     return LaunchContext(port=campaign.cfg["serve"]["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
-                         image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER")
+                         image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER",
+                         renders=[f"$RENDER{i}" for i in range(n)],
+                         device_gid="$DEVICE_GID" if campaign.cfg["platform"].get("gpu_device_pattern") and n else None)
 
 
 def substitute(argv: Sequence[str], subs: Dict[str, str]) -> List[str]:
@@ -82,13 +90,67 @@ def substitute(argv: Sequence[str], subs: Dict[str, str]) -> List[str]:
     return out
 
 
-def parse_gpu_list(text: str, source: str) -> List[int]:
+def parse_gpu_list(text: str, source: str, plat: Optional[Dict[str, Any]] = None) -> List[int]:
+    """Indices (and Slurm ranges); on a ROCm node also device files and UUIDs, mapped through its KFD topology."""
     items = [x.strip() for x in text.split(",") if x.strip()]
+    out: List[int] = []
+    for item in items:
+        m = re.fullmatch(r"(\d+)-(\d+)", item)
+        if item.isdigit() or m:
+            out += [int(item)] if item.isdigit() else list(range(int(m.group(1)), int(m.group(2)) + 1))
+            continue
+        if plat is not None and plat["accelerator"] == "rocm":
+            from specrepro import node_facts
+
+            try:
+                (gpu,) = node_facts.grant(node_facts.rocm_gpus(Path(plat.get("node_root") or "/")),
+                                          {source: item})["gpus"]
+            except node_facts.NodeFactsError as exc:
+                raise LaunchError(str(exc)) from None
+            out.append(gpu.index)
+            continue
+        raise LaunchError(f"{source}={text!r}: GPU indices expected (set serve.gpus, or configure Slurm to give "
+                          f"indices)")
+    return out
+
+
+def device_context(cfg: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
+    """What a launch's device flags need from the node: the granted GPUs' render minors (KFD topology) and the
+    group owning the device files (every one of them must share it, else a non-root server cannot open them all)."""
+    pattern = cfg["platform"].get("gpu_device_pattern") or ""
+    if not gpus or not pattern:
+        return {"renders": [], "device_gid": None}
+    renders = render_minors(cfg, gpus) if "{render}" in pattern else []
+    hosts = [d.split(":")[0] for d in (cfg["platform"].get("gpu_shared_devices") or [])]
+    hosts += [pattern.format(index=g, render=r).split(":")[0] for g, r in zip(gpus, renders or [None] * len(gpus))]
+    groups = {}
+    for path in hosts:
+        try:
+            groups[path] = os.stat(path).st_gid
+        except OSError as exc:
+            raise LaunchError(f"GPU device file {path} is not on this node ({exc.strerror}); `specrepro node-facts` "
+                              f"shows the node's GPUs") from None
+    if len(set(groups.values())) > 1:
+        raise LaunchError(f"the GPU device files belong to different groups ({groups}): a container can be given one; "
+                          f"make them share the render group, or run the server as root (serve.container_user=0:0)")
+    return {"renders": renders, "device_gid": next(iter(groups.values()))}
+
+
+def render_minors(cfg: Dict[str, Any], gpus: List[int]) -> List[int]:
+    """The DRI render minor of each granted GPU, as the node's own KFD topology says (not 128 + index: the driver
+    leaves gaps for partitions, and in CPX mode one physical GPU is several agents)."""
+    from specrepro import node_facts
+
+    plat = cfg["platform"]
     try:
-        return [int(x) for x in items]
-    except ValueError:
-        raise LaunchError(f"{source}={text!r}: GPU indices expected (UUIDs are not mapped to device files; "
-                          f"set serve.gpus or configure Slurm to give indices)") from None
+        table = node_facts.rocm_gpus(Path(plat.get("node_root") or "/"))
+    except node_facts.NodeFactsError as exc:
+        raise LaunchError(f"platform.node_root: {exc}") from None
+    missing = [g for g in gpus if g >= len(table)]
+    if missing:
+        raise LaunchError(f"GPUs {missing} are not on this node: its KFD topology lists {len(table)} GPU agents "
+                          f"(`specrepro node-facts` shows them)")
+    return [table[g].render_minor for g in gpus]
 
 
 def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None,
@@ -102,7 +164,7 @@ def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None,
     gpus, source = None, ""
     for name in plat["gpu_grant_env"]:
         if environ.get(name, "").strip():
-            gpus, source = parse_gpu_list(environ[name], name), name
+            gpus, source = parse_gpu_list(environ[name], name, plat), name
             break
     if gpus is None and cfg["serve"].get("gpus") is not None:
         gpus, source = list(cfg["serve"]["gpus"]), "serve.gpus"
@@ -211,15 +273,24 @@ class Launcher:
             env[name] = ",".join(map(str, ctx.gpus))
         return env
 
+    def device_files(self, ctx: LaunchContext) -> List[str]:
+        """The device files a container of this launch gets, `host[:container]` (ROCm: /dev/kfd and the granted
+        GPUs' render nodes, by the minors the node's KFD topology gives)."""
+        if not ctx.gpus or self.plat["accelerator"] == "none" or not self.plat.get("gpu_device_pattern"):
+            return []
+        devices = list(self.plat.get("gpu_shared_devices") or [])
+        renders = ctx.renders or [None] * len(ctx.gpus)
+        for g, render in zip(ctx.gpus, renders):
+            devices.append(self.plat["gpu_device_pattern"].format(index=g, render=render))
+        return devices
+
     def gpu_args(self, ctx: LaunchContext) -> List[str]:
         if not ctx.gpus or self.plat["accelerator"] == "none":
             return []
         if self.plat.get("gpu_device_pattern"):
-            devices = list(self.plat.get("gpu_shared_devices") or [])
-            for g in ctx.gpus:
-                render = self.plat["render_node_base"] + g if isinstance(g, int) else f"$RENDER{str(g)[4:]}"
-                devices.append(self.plat["gpu_device_pattern"].format(index=g, render=render))
-            return [f"--device={d}" for d in devices]
+            # the device files' own group (numeric: the image has no such name), so a non-root server opens them
+            group = ["--group-add", str(ctx.device_gid)] if ctx.device_gid not in (None, "") else []
+            return [f"--device={d}" for d in self.device_files(ctx)] + group
         ids = ",".join(map(str, ctx.gpus))
         if self.runtime == "docker":
             return ["--gpus", f'"device={ids}"']

@@ -85,10 +85,11 @@ class PlatformConfig:
     # Device files every GPU container gets (ROCm: the KFD compute interface).
     gpu_shared_devices: List[str] = field(default_factory=list)
     # Device file of one granted GPU; `{index}` is the GPU's index on the node,
-    # `{render}` its DRI render minor (render_node_base + index).  None: the
-    # runtime's own GPU selection (docker --gpus, podman CDI, apptainer/pyxis env).
+    # `{render}` its DRI render minor as the node's KFD topology says (specrepro.node_facts).
+    # None: the runtime's own GPU selection (docker --gpus, podman CDI, apptainer/pyxis env).
     gpu_device_pattern: Optional[str] = None
-    render_node_base: int = 128
+    # Where the node's sysfs is (the KFD topology is read under it); tests point it at captured trees.
+    node_root: str = "/"
     # Environment variables that name the GPUs a job was granted, in the order read.
     gpu_grant_env: List[str] = field(default_factory=lambda: ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES",
                                                                "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])

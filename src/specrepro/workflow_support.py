@@ -26,11 +26,14 @@ TARGET_RULES = {
 }
 # What a platform profile (profiles/rocm, profiles/cuda) selects: `--config profile_platform=NAME`.
 PROFILE_PLATFORM_KEY = "profile_platform"
+# ... and a model that fits that platform (`--config profile_model=NAME`), unless the overrides choose one.
+PROFILE_MODEL_KEY = "profile_model"
 
 
 def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
     """`specrepro run` passes a resolved config; plain Snakemake passes overrides (and a profile's platform)."""
     profile_platform = config.pop(PROFILE_PLATFORM_KEY, None)
+    profile_model = config.pop(PROFILE_MODEL_KEY, None)
     if "experiment" in config:
         config.update(check_resolved(config, "--configfile"))
         if profile_platform and config["platform"]["name"] != profile_platform:
@@ -42,8 +45,12 @@ def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
         if isinstance(overrides, str):
             overrides = [overrides]
         overrides = [str(o) for o in overrides]
-        if profile_platform and not any(o.split("=", 1)[0].lstrip("+~") == "platform" for o in overrides):
+        chosen = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
+        # an experiment may choose its own platform and model (eagle_topk_cpu): the profile's defaults yield to it
+        if profile_platform and "platform" not in chosen and "experiment" not in chosen:
             overrides.insert(0, f"platform={profile_platform}")
+        if profile_model and "model" not in chosen and "experiment" not in chosen:
+            overrides.insert(0, f"model={profile_model}")
         config.update(compose(overrides))
     return Campaign(config)
 

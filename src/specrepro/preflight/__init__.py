@@ -113,10 +113,11 @@ def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO) -> Dict[str, A
         time.sleep(min(15.0, max(1.0, pf["gpu_idle_timeout_s"] / 20)))
 
 
-def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: List[str], log: IO) -> Dict[str, Any]:
-    """Run probe_image.py where the server will run (inside its image, with its mounts)."""
+def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: List[str], log: IO,
+                gpus: Optional[List[int]] = None) -> Dict[str, Any]:
+    """Run probe_image.py where the server will run: inside its image, with its mounts, user and GPU devices."""
     from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user, device_context
 
     campaign = Campaign(cfg)
     launcher = Launcher(campaign, arm)
@@ -125,8 +126,10 @@ def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: Lis
         argv = [sys.executable, str(PROBE), root, json.dumps(paths)]
     else:
         ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
-                            gpus=[], user=caller_user(cfg))
-        inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths)]
+                            gpus=list(gpus or []), user=caller_user(cfg), **device_context(cfg, list(gpus or [])))
+        inside = [d.split(":")[-1] for d in launcher.device_files(ctx)]
+        inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths),
+                 json.dumps(inside)]
         launcher.prepare(ctx)
         argv = launcher.wrap(ctx, inner, server=True, extra_mounts=[Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True)],
                              name_suffix="-preflight")
@@ -180,6 +183,16 @@ def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Di
                                  if not missing else f"the image's sglang does not declare {missing}", started))
         except FileNotFoundError as exc:
             checks.append(_check("server_flags_in_image", False, f"no flag sources in the image: {exc}", started))
+    devices = probe.get("devices") or {}
+    if devices:
+        closed = {d: why for d, why in devices.items() if why is not True}
+        checks.append(_check("gpu_devices_open", not closed,
+                             f"the server's user (uid {probe.get('uid')}, groups {probe.get('groups')}) opens "
+                             f"{sorted(devices)} inside the container" if not closed else
+                             f"the server's user (uid {probe.get('uid')}, groups {probe.get('groups')}) cannot open "
+                             f"{closed} inside the container: HIP would find no GPU (add the device files' group, "
+                             f"which specrepro passes as --group-add, or run as root: serve.container_user=0:0)",
+                             started))
     unreadable = [p for p, ok in probe.get("readable", {}).items() if not ok]
     checks.append(_check("paths_readable_in_image", not unreadable,
                          f"readable where the server and its clients read them: {sorted(probe.get('readable', {}))}"
@@ -257,7 +270,7 @@ def run_preflight(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: Li
     checks = [remove_stale_containers(cfg, arm, log)] if cfg["preflight"]["remove_stale_containers"] else []
     checks.append(wait_gpus_idle(cfg, gpus, log))
     if cfg["preflight"]["inside_image"]:
-        probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log)
+        probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log, gpus)
         checks += image_checks(cfg, arm, image, probe)
         if cfg["preflight"]["resolve_server_args"]:
             checks.append(resolution_check(cfg, arm, image))

@@ -1,11 +1,13 @@
 """What a preflight reads inside the arm's image (standard library only; no sglang import).
 
-    python3 probe_image.py SGLANG_ROOT PATHS_JSON
+    python3 probe_image.py SGLANG_ROOT PATHS_JSON [DEVICES_JSON]
 
 Prints one JSON object: the sglang version the image's tree declares, the
 patch record the image stage left (/specrepro/applied.json, or none), the
 source files that declare sglang's server flags (specrepro builds the image's
-own flag table from them), and whether each given path is readable here.
+own flag table from them), whether each given path is readable here, and
+whether this user can open each given device file for reading and writing
+(what HIP does with /dev/kfd and the render nodes).
 """
 
 import json
@@ -42,11 +44,21 @@ def readable(path):
     return os.access(path, os.R_OK) and os.path.isfile(path)
 
 
+def openable(path):
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        return True
+    except OSError as exc:
+        return exc.strerror
+
+
 def main():
     root, paths = sys.argv[1], json.loads(sys.argv[2])
+    devices = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []
     pkg = package_dir(root)
     out = {"sglang_root": root, "package_dir": pkg, "version": version_of(pkg) if pkg else None, "applied": None,
-           "flag_sources": {}, "readable": {p: readable(p) for p in paths}, "uid": os.getuid()}
+           "flag_sources": {}, "readable": {p: readable(p) for p in paths}, "uid": os.getuid(),
+           "groups": os.getgroups(), "devices": {d: openable(d) for d in devices}}
     if os.path.isfile("/specrepro/applied.json"):
         out["applied"] = json.load(open("/specrepro/applied.json"))
     if pkg:
