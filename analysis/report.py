@@ -295,7 +295,8 @@ def output_agreement_section(analysis: Dict[str, Any]) -> str:
     for a in rows:
         qs = sorted({d["request"] for d in a["differing"]})
         floor = f"{a['aa_differing']} of {a['aa_pairs']} differ" if a.get("aa_pairs") else "not measured (one repeat)"
-        flagged = {True: f"**yes** (p {a['p_beyond_floor']:.2g})", False: "no", None: "cannot tell"}[a.get("flagged")]
+        flagged = (f"**yes** (p {a['p_beyond_floor']:.2g})" if a.get("flagged") else
+                   "cannot tell" if a.get("flagged") is None else "no")
         lines.append(f"| {a['benchmark']} | {a['arm']} | {a['against']} | {a['identical']} of {a['pairs']} | "
                      f"{a['match_rate']:.1%} | {floor} | {flagged} | {', '.join(map(str, qs[:30])) or '-'}"
                      f"{' ...' if len(qs) > 30 else ''} |")

@@ -277,3 +277,14 @@ def test_plan_prints_what_each_seed_claim_can_resolve():
     assert "WARNING: claim sampled_workload_unaffected: the interval half-width (2.3%) is not below the claim's 2% " \
            "margin" in out
     assert "## launches: 1 per arm, 5 in all" in out
+
+
+def test_the_output_section_renders_every_floor_state():
+    from specrepro.analysis.report import output_agreement_section
+
+    base = {"benchmark": "gsm8k", "arm": "a", "against": "b", "identical": 3, "pairs": 3, "match_rate": 1.0,
+            "differing": [], "aa_pairs": 0, "aa_differing": 0, "p_beyond_floor": None}
+    rows = [dict(base, flagged=False), dict(base, flagged=None, identical=2, match_rate=2 / 3),
+            dict(base, flagged=True, aa_pairs=40, aa_differing=1, p_beyond_floor=0.001)]
+    text = output_agreement_section({"output_agreement": rows})
+    assert "| no |" in text and "| cannot tell |" in text and "| **yes** (p 0.001) |" in text

@@ -107,3 +107,15 @@ def test_platform_profile_as_typed_selects_its_platform(tmp_path, profile, platf
     text = out.stdout + out.stderr
     assert f"on platform {platform} (gpu={gpus}, slurm_extra=--exclusive): docker run" in text
     assert f"Using profiles {profile} and workflow specific profile profiles/default" in text
+
+
+def test_srun_keeps_a_value_with_commas_whole_only_from_its_own_environment(slurm):
+    """Why pyxis launches go through env(1) and --export=ALL: the real srun splits --export at every comma, so
+    `--export=ALL,X=a,b` gives the step X=a (and a variable named b); a value set in srun's own environment
+    reaches the step whole."""
+    whole = subprocess.run(["env", "X=4,5", "srun", "--ntasks=1", "--export=ALL", "printenv", "X"],
+                           capture_output=True, text=True, timeout=120)
+    assert whole.returncode == 0 and whole.stdout.strip() == "4,5", whole.stderr
+    split = subprocess.run(["srun", "--ntasks=1", "--export=ALL,X=4,5", "printenv", "X"],
+                           capture_output=True, text=True, timeout=120)
+    assert split.stdout.strip() != "4,5"

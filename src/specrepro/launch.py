@@ -268,7 +268,9 @@ class Launcher:
             env.update({name: str(cache / sub) for name, sub in self.plat["compile_cache_env"].items()})
             # A non-root user in an image built for root needs a writable HOME.
             env["HOME"] = str(cache / "home")
-        if self.runtime in ("apptainer", "pyxis") and ctx.gpus and not client:
+        # apptainer runs in the job's own step: its GPUs are named to the runtime.  pyxis starts a nested step that
+        # asks Slurm for its own GPUs (--gres), which Slurm binds and numbers from 0 under ConstrainDevices.
+        if self.runtime == "apptainer" and ctx.gpus and not client:
             name = "ROCR_VISIBLE_DEVICES" if self.plat["accelerator"] == "rocm" else "CUDA_VISIBLE_DEVICES"
             env[name] = ",".join(map(str, ctx.gpus))
         return env
@@ -340,9 +342,12 @@ class Launcher:
                     *_env_flags("--env", env), ctx.image, *inner]
         if self.runtime == "pyxis":
             rt = list(self.plat.get("runtime_command") or ["srun"])
-            argv = [*rt, "--ntasks=1", "--overlap", f"--container-image={ctx.image}", f"--container-name={name}",
+            # srun splits --export on commas (a value like a,b would arrive as "a"): the values go into srun's own
+            # environment, whole, through env(1), and --export=ALL hands that environment to the step.
+            argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *rt, "--ntasks=1", "--overlap",
+                    f"--container-image={ctx.image}", f"--container-name={name}",
                     "--container-mounts=" + ",".join(m.spec() for m in mounts), "--no-container-entrypoint",
-                    "--container-workdir=/", "--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in sorted(env.items()))])]
+                    "--container-workdir=/", "--export=ALL"]
             if server and ctx.gpus:
                 argv.append(f"--gres=gpu:{len(ctx.gpus)}")
             return argv + inner
