@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Optional
 
-import numpy as np
 import pandas as pd
 
 from specrepro.analysis import checks, noise, stats

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -175,7 +174,7 @@ def no_gpu_facts() -> Dict[str, Any]:
 def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int], log) -> Dict[str, Any]:
     """Facts from inside the arm's image, on its granted GPUs (a throwaway container with the server's devices)."""
     from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+    from specrepro.launch import LaunchContext, Launcher, Mount, job_context
 
     if cfg["platform"]["accelerator"] == "none" or not gpus:
         return no_gpu_facts()
@@ -186,8 +185,7 @@ def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int
     if launcher.runtime == "none":
         argv = [image.get("python") or cfg["platform"]["python"], str(probe_dir / "probe.py")]
     else:
-        ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
-                            gpus=gpus, user=caller_user(cfg))
+        ctx = job_context(cfg, image, gpus)
         launcher.prepare(ctx)
         argv = launcher.wrap(ctx, ["python3", f"{PROBE_DIR_INSIDE}/probe.py"], server=True,
                              extra_mounts=[Mount(str(probe_dir), PROBE_DIR_INSIDE, True)], name_suffix="-facts")

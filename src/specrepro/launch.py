@@ -114,6 +114,17 @@ def parse_gpu_list(text: str, source: str, plat: Optional[Dict[str, Any]] = None
     return out
 
 
+def job_context(cfg: Dict[str, Any], image: Dict[str, Any], gpus: List[int], gpu_source: str = "",
+                port: Union[int, str] = 0, launch_id: Optional[str] = None) -> LaunchContext:
+    """One launch's context on this node, made once for every container a measuring job starts (server, preflight,
+    GPU facts, GPU check): its image, the caller, the granted GPUs and what their device files need."""
+    import uuid
+
+    return LaunchContext(port=port, launch_id=launch_id or uuid.uuid4().hex[:12], image=image.get("image", ""),
+                         image_id=image.get("image_id", ""), gpus=list(gpus), gpu_source=gpu_source,
+                         user=caller_user(cfg), **device_context(cfg, list(gpus)))
+
+
 def device_context(cfg: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
     """What a launch's device flags need from the node: the granted GPUs' render minors (KFD topology) and the
     group owning the device files (every one of them must share it, else a non-root server cannot open them all)."""

@@ -24,7 +24,6 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
@@ -35,7 +34,7 @@ from specrepro import accept_length as al
 from specrepro import effective_config, gpu_facts
 from specrepro.campaign import BenchRun, Campaign
 from specrepro.fileio import write_json
-from specrepro.launch import LaunchContext, Launcher, caller_user, device_context, granted_gpus
+from specrepro.launch import LaunchContext, Launcher, granted_gpus, job_context
 from specrepro.redaction import mask_bytes, redact, secret_values
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -469,15 +468,12 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
             # Before the model loads: minutes here, not GPU-hours after it.
             preflight = run_preflight(cfg, arm, image, gpus, log, record=arm_dir / "preflight.json")
             facts = {"before": gpu_facts.collect(cfg, arm, image, gpus, log)}
-            devices = device_context(cfg, gpus)
-            ctx = LaunchContext(port=serve["port"] or free_port(serve["host"]), launch_id=uuid.uuid4().hex[:12],
-                                image=image.get("image", ""), image_id=image_id, gpus=gpus, gpu_source=gpu_source,
-                                user=caller_user(cfg), **devices)
+            ctx = job_context(cfg, image, gpus, gpu_source, port=serve["port"] or free_port(serve["host"]))
             server = Server(campaign, arm, image, arm_dir / "server.log", ctx)
             event = {"event": "start", "launch_id": ctx.launch_id, "arm": arm, "launch": launch or 0,
                      "host": socket.gethostname(),
                      "port": ctx.port, "gpus": gpus, "gpu_source": gpu_source,
-                     "render_minors": devices["renders"], "device_gid": devices["device_gid"],
+                     "render_minors": ctx.renders, "device_gid": ctx.device_gid,
                      "image": ctx.image,
                      "image_id": image_id, "user": ctx.user, "placement": serve["placement"],
                      "argv": redact(shlex.join(server.argv)), "argv_list": [redact(a) for a in server.argv],

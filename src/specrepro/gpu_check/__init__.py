@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import IO, Any, Dict, List
 
@@ -143,7 +142,7 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], out: Path,
                gpus: List[int], gpu_source: str) -> List[str]:
     """The probe's command: inside the arm's image on one GPU, as its server would run."""
     from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+    from specrepro.launch import Launcher, Mount, job_context
 
     campaign = Campaign(cfg)
     launcher = Launcher(campaign, arm)
@@ -153,8 +152,7 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], out: Path,
             "--runner-replays", str(g["runner_replays"])]
     if launcher.runtime == "none":
         return [python, str(PROBE), *args]
-    ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
-                        gpus=gpus, gpu_source=gpu_source, user=caller_user(cfg))
+    ctx = job_context(cfg, image, gpus, gpu_source)
     inner = [python, f"{PROBE_DIR_INSIDE}/{PROBE.name}", *args]
     mounts = [Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True), Mount(str(out.parent), str(out.parent), False)]
     launcher.prepare(ctx)

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
@@ -117,7 +116,7 @@ def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: Lis
                 gpus: Optional[List[int]] = None) -> Dict[str, Any]:
     """Run probe_image.py where the server will run: inside its image, with its mounts, user and GPU devices."""
     from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user, device_context
+    from specrepro.launch import LaunchContext, Launcher, Mount, job_context
 
     campaign = Campaign(cfg)
     launcher = Launcher(campaign, arm)
@@ -125,8 +124,7 @@ def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: Lis
         root = image.get("sglang_root") or image["pythonpath"]
         argv = [sys.executable, str(PROBE), root, json.dumps(paths)]
     else:
-        ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image["image"], image_id=image["image_id"],
-                            gpus=list(gpus or []), user=caller_user(cfg), **device_context(cfg, list(gpus or [])))
+        ctx = job_context(cfg, image, list(gpus or []))
         inside = [d.split(":")[-1] for d in launcher.device_files(ctx)]
         inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths),
                  json.dumps(inside)]
@@ -206,13 +204,12 @@ def resolution_check(cfg: Dict[str, Any], arm: str, image: Dict[str, Any]) -> Di
     """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model)."""
     from specrepro.campaign import Campaign
     from specrepro.effective_config import RESOLVE_PROBE, resolve_arms
-    from specrepro.launch import LaunchContext, Launcher, Mount, caller_user
+    from specrepro.launch import Launcher, Mount, job_context
 
     started = time.monotonic()
     campaign = Campaign(cfg)
     launcher = Launcher(campaign, arm)
-    ctx = LaunchContext(port=0, launch_id=uuid.uuid4().hex[:12], image=image.get("image", ""),
-                        image_id=image.get("image_id", ""), gpus=[], user=caller_user(cfg))
+    ctx = job_context(cfg, image, [])
     try:
         if launcher.runtime == "none":
             result = resolve_arms(campaign, [arm], image.get("python") or campaign.python, image.get("pythonpath", ""),
