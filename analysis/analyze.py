@@ -262,12 +262,12 @@ def _judge_restores(claim, result, fixed, level, broken) -> Dict[str, Any]:
     names = f"{claim['arm']} closes the gap {claim['from']} -> {claim['against']}"
     result.update(restored=r, fraction=f, noise=f"{claim['arm']}: {' + '.join(fixed.sources)}; {claim['against']}: "
                   f"{' + '.join(level.sources)}; {claim['from']}: {' + '.join(broken.sources)}")
-    gap_t = noise.t_quantile(r["df"])
-    if not r["se"] or math.isnan(r["half_width"]):
-        result.update(verdict=INCONCLUSIVE, p_value=None, detail=f"{names}: no noise estimate")
-    elif not abs(r["gap"]) > gap_t * r["gap_se"]:
+    gap_t = noise.t_quantile(math.inf if math.isnan(r["df"]) else r["df"])
+    if not abs(r["gap"]) > gap_t * r["gap_se"]:
         result.update(verdict=INCONCLUSIVE, p_value=None,
                       detail=f"{names}: the gap itself ({r['gap']:+.3g}) is within noise: nothing to restore")
+    elif not r["se"] or math.isnan(r["half_width"]):
+        result.update(verdict=INCONCLUSIVE, p_value=None, detail=f"{names}: no noise estimate")
     else:
         result.update(p_value=noise.one_sided_p(r["fraction"], f, r["se"], r["df"], above=True),
                       contradicted=r["ci_high"] < f,

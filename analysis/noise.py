@@ -132,7 +132,11 @@ def restored_fraction(fixed: ArmNoise, level_arm: ArmNoise, broken: ArmNoise, le
     """How much of the gap broken -> level the fixed arm closes: (fixed - broken) / (level - broken), delta method."""
     gap = level_arm.mean - broken.mean
     closed = fixed.mean - broken.mean
-    r = closed / gap if gap else math.nan
+    gap_se = math.sqrt(level_arm.variance + broken.variance)
+    if not gap:
+        return {"fraction": math.nan, "se": math.nan, "df": math.nan, "quantile": math.nan, "ci_low": math.nan,
+                "ci_high": math.nan, "gap": 0.0, "gap_se": gap_se, "half_width": math.nan}
+    r = closed / gap
     terms = [(c.variance / gap ** 2, c.df) for c in fixed.components]
     terms += [(c.variance * closed ** 2 / gap ** 4, c.df) for c in level_arm.components]
     terms += [(c.variance * (closed - gap) ** 2 / gap ** 4, c.df) for c in broken.components]
@@ -140,7 +144,6 @@ def restored_fraction(fixed: ArmNoise, level_arm: ArmNoise, broken: ArmNoise, le
     df = welch_df(terms)
     q = t_quantile(df, level)
     half = q * se if se > 0 else math.nan
-    gap_se = math.sqrt(level_arm.variance + broken.variance)
     return {"fraction": r, "se": se, "df": df, "quantile": q, "ci_low": r - half, "ci_high": r + half,
             "gap": gap, "gap_se": gap_se, "half_width": half}
 

@@ -172,3 +172,13 @@ def calibration_table(request):
         lines = ["", "calibration (rate +- Monte-Carlo SE):"] + [f"  {k}: {v:.1%} +- {se:.1%}"
                                                                  for k, (v, se) in CALIBRATION.items()]
         request.config.pluginmanager.get_plugin("terminalreporter").write_line("\n".join(lines))
+
+
+def test_no_gap_means_nothing_to_restore():
+    rows = [{"arm": a, "benchmark": "g", "repeat": r, "metric": "accept_length", "value": 3.0}
+            for a in ("off", "on", "pr") for r in (1, 2)]
+    claim = {"id": "c", "benchmark": "g", "metric": "accept_length", "arm": "pr", "against": "off", "from": "on",
+             "fraction": 0.9, "expect": "restores"}
+    (result,) = analyze(pd.DataFrame(rows), baseline="off", claims=[claim],
+                        settings={"launch_noise_prior": {"accept_length": 0.005}})["claims"]
+    assert result["verdict"] == "INCONCLUSIVE" and "nothing to restore" in result["detail"]

@@ -274,6 +274,7 @@ def test_plan_equals_run_for_apptainer_and_pyxis(runtime, tmp_path, standin_asse
     behaviour = write_behaviour(tmp_path / "behaviour.json", standin_assets)
     env = {"SPECREPRO_TEST_ASSETS": str(standin_assets), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour),
            "SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_FAKE_RUNTIME_RECORD": str(record),
+           "SPECREPRO_TEST_SGLANG_TREE": str(next(cpu_campaign["results"].glob("source/*/tree"))),
            "PATH": f"{ROOT / 'tests' / 'container' / 'fakebin'}{os.pathsep}{os.environ['PATH']}",
            "SLURM_JOB_GPUS": "4,5"}
     overrides = [o for o in overrides_for(results, standin_assets, arms=("pr_rs_on",)) if not o.startswith("platform=")]
@@ -368,8 +369,8 @@ def test_the_shipped_mi355x_run_arguments_start_a_podman_container(campaign, con
     cfg = compose(["platform=mi355x", "platform.container_runtime=podman", f"platform.runtime_command=[{PODMAN}]",
                    f"platform.node_root={container_env['env']['SPECREPRO_TEST_NODE_ROOT']}",
                    f"platform.gpu_shared_devices=[{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/kfd:/dev/kfd]",
-                   f"platform.gpu_device_pattern={container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/renderD{{render}}"
-                   ":/dev/dri/renderD{render}", f"results_dir={campaign['results'].parent / 'mi355x_podman'}"])
+                   f"platform.gpu_device_pattern='{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/renderD{{render}}"
+                   ":/dev/dri/renderD{render}'", f"results_dir={campaign['results'].parent / 'mi355x_podman'}"])
     shipped = compose(["platform=mi355x"])["platform"]["runtime_run_args"]
     assert cfg["platform"]["runtime_run_args"] == shipped and not any("shm-size" in a for a in shipped)
     base = json.loads((campaign["results"] / "image" / "base.json").read_text())
