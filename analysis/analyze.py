@@ -105,7 +105,9 @@ def deltas(runs: pd.DataFrame, baseline: str, floors: Dict, settings: Dict[str, 
             row = {"arm": arm, "baseline": baseline, "benchmark": bench, "metric": metric}
             mine = arm_noise_of(runs, arm, bench, metric, floors, settings)
             d = noise.relative_change(mine, base, _binomial_se(metric, mine, base, (questions or {}).get(bench)))
-            if not d["se"] or math.isnan(d["half_width"]):
+            if math.isnan(d["relative"]):
+                row.update(d, verdict="no relative change (the baseline is zero)")
+            elif not d["se"] or math.isnan(d["half_width"]):
                 row.update(d, verdict="INCONCLUSIVE (no noise estimate)")
             else:
                 row.update(d, verdict="outside noise" if d["ci_low"] > 0 or d["ci_high"] < 0 else "within noise")
@@ -231,6 +233,10 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict, setting
         return _judge_restores(claim, result, a, b, broken)
     d = noise.relative_change(a, b, _binomial_se(metric, a, b, (questions or {}).get(bench)))
     result.update(delta=d, margin=margin, noise=noise_statement(d, arm, against))
+    if math.isnan(d["relative"]):
+        result.update(verdict=INCONCLUSIVE, p_value=None,
+                      detail=f"{arm} vs {against}: {against}'s {metric} is zero, so no relative change exists")
+        return result
     if not d["se"] or math.isnan(d["half_width"]):
         result.update(verdict=INCONCLUSIVE, p_value=None,
                       detail=f"{arm} vs {against}: {d['relative']:+.2%} with no noise estimate (identical values and "

@@ -113,13 +113,17 @@ def welch_df(terms: Sequence[tuple]) -> float:
 def relative_change(arm: ArmNoise, base: ArmNoise, extra_se: float = 0.0, level: float = 0.95) -> Dict[str, float]:
     """arm.mean / base.mean - 1 with its standard error (delta method), Welch df and the `level` interval."""
     ma, mb = arm.mean, base.mean
-    rel = ma / mb - 1 if mb else math.nan
+    if not mb or math.isnan(mb):  # no relative change from a zero baseline (an invalid rate of 0, say)
+        return {"arm_mean": ma, "base_mean": mb, "relative": math.nan, "se": math.nan, "df": math.nan,
+                "quantile": math.nan, "ci_low": math.nan, "ci_high": math.nan, "half_width": math.nan,
+                "extra_se": extra_se, "noise": {"arm": arm.sources, "base": base.sources}}
+    rel = ma / mb - 1
     # Var(A/B) ~ Var(A)/B^2 + A^2 Var(B)/B^4, each component kept with its own df
     terms = [(c.variance / mb ** 2, c.df) for c in arm.components]
     terms += [(c.variance * ma ** 2 / mb ** 4, c.df) for c in base.components]
     if extra_se:
         terms.append((extra_se ** 2, math.inf))
-    se = math.sqrt(sum(v for v, _ in terms)) if mb else math.nan
+    se = math.sqrt(sum(v for v, _ in terms))
     df = welch_df(terms)
     q = t_quantile(df, level)
     half = q * se if se > 0 else math.nan

@@ -279,3 +279,10 @@ def test_repeats_do_not_multiply_the_question_sample():
     assert a["n"] == 200 and a["repeats"] == 3 and a["accuracy"] == 0.9
     pair = tests["mcnemar"][0]
     assert pair["pairs"] == 200 and (pair["a_only"], pair["b_only"]) == (20, 0)
+
+
+def test_a_zero_baseline_has_no_relative_change():
+    runs = pd.DataFrame([{"arm": a, "benchmark": "g", "repeat": r, "metric": "invalid_rate", "value": v}
+                         for a, v in (("base", 0.0), ("arm", 0.1)) for r in (1, 2)])
+    (d,) = analyze(runs, baseline="base")["deltas"]
+    assert d["verdict"] == "no relative change (the baseline is zero)"

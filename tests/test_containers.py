@@ -367,6 +367,7 @@ def test_the_shipped_mi355x_run_arguments_start_a_podman_container(campaign, con
     from specrepro.launch import LaunchContext, Launcher
 
     cfg = compose(["platform=mi355x", "platform.container_runtime=podman", f"platform.runtime_command=[{PODMAN}]",
+                   f"model.server_args.model_path={container_env['env']['SPECREPRO_TEST_ASSETS']}/tokenizer",
                    f"platform.node_root={container_env['env']['SPECREPRO_TEST_NODE_ROOT']}",
                    f"platform.gpu_shared_devices=[{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/kfd:/dev/kfd]",
                    f"platform.gpu_device_pattern='{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/renderD{{render}}"
