@@ -103,7 +103,7 @@ def claims_needing_more_than(arms, benchmarks) -> list:
     claims = yaml.safe_load((ROOT / "conf" / "claims" / "eagle_topk_greedy.yaml").read_text())["claims"]
     out = []
     for c in claims:
-        named = c.get("arms") or [c.get("arm"), c.get("against")]
+        named = c.get("arms") or [a for a in (c.get("arm"), c.get("against"), c.get("from")) if a]
         if c["benchmark"] not in benchmarks or any(a not in arms for a in named):
             out.append(c["id"])
     return out
