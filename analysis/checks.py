@@ -162,12 +162,6 @@ def speedup_attribution(runs: pd.DataFrame, baseline: str, benchmark: str = "ben
     return rows
 
 
-def launch_means(runs: pd.DataFrame) -> pd.DataFrame:
-    """One value per (arm, benchmark, metric, launch): the launch's mean, as the unit of replication."""
-    means = runs.groupby(["arm", "benchmark", "metric", "launch"], sort=False)["value"].mean().reset_index()
-    return means.rename(columns={"launch": "repeat"})
-
-
 def launch_variance(runs: pd.DataFrame) -> List[Dict[str, Any]]:
     """Per (arm, benchmark, metric) measured on 2+ launches: within- and between-launch parts of the noise.
 
