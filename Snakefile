@@ -25,6 +25,7 @@ wildcard_constraints:
     series=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     arm=arm_constraint(CAMPAIGN),
     launch=r"[1-9][0-9]*",
+    benchmark=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 
 # Light and network-bound jobs run where Snakemake runs (the submit host
@@ -42,6 +43,7 @@ localrules:
     track_cpu_stages,
     track_campaign,
     resolved_config,
+    client_data,
 
 
 include: "workflow/rules/source.smk"
@@ -49,6 +51,7 @@ include: "workflow/rules/patch.smk"
 include: "workflow/rules/patch_check.smk"
 include: "workflow/rules/image.smk"
 include: "workflow/rules/toy_model.smk"
+include: "workflow/rules/client_data.smk"
 include: "workflow/rules/gpu_check.smk"
 include: "workflow/rules/serve_bench.smk"
 include: "workflow/rules/collect.smk"

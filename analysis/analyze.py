@@ -385,8 +385,10 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
     split = checks.launch_variance(runs) if by_launch else []
     floors = noise_floors(runs, reference_repeats, settings)
     judged = [judge(c, runs, requests, floors, questions, settings, unjudged_metrics) for c in (claims or [])]
-    verdicts = [predicted_on_pin(c, checks.exclude_invalid(r, invalid))
-                 for c, r in zip(claims or [], decide(judged, settings))]
+    # a claim asked at one level of a sweep keeps what it is an instance of (analysis.sweep regroups them)
+    verdicts = [{**predicted_on_pin(c, checks.exclude_invalid(r, invalid)),
+                 **{k: c[k] for k in ("base_id", "levels") if k in c}}
+                for c, r in zip(claims or [], decide(judged, settings))]
     if not by_launch and settings["launch_noise_prior"]:
         verdicts = prior_sensitivity(verdicts, claims or [], runs, requests, reference_repeats, questions, invalid,
                                      settings, unjudged_metrics)

@@ -35,7 +35,7 @@ ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_le
                          "accept_length_metrics")
 # What each benchmark kind records per run (specrepro.serve / specrepro.bench_serving).
 KIND_METRICS = {
-    "gsm8k": ("accuracy", "invalid_rate", "output_throughput", *ACCEPT_LENGTH_METRICS),
+    "gsm8k": ("accuracy", "invalid_rate", "output_throughput", "mean_tpot_ms", *ACCEPT_LENGTH_METRICS),
     "bench_serving": ("completed", "duration", "request_throughput", "output_throughput", "input_throughput",
                       "total_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
                       "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
@@ -43,7 +43,9 @@ KIND_METRICS = {
                       *ACCEPT_LENGTH_METRICS),
 }
 CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
-              "fraction"}
+              "fraction",
+              # a claim's instance at one level of a sweep (specrepro.sweep.claims_per_level)
+              "base_id", "levels"}
 VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
 
 

@@ -83,3 +83,59 @@ def acceptance_histograms(analysis: Dict[str, Any]) -> List[str]:
         ax.legend(fontsize=7)
         out.append(_png(fig))
     return out
+
+
+# What a sweep plots against each factor: accept length and mean TPOT, one line per arm.
+FACTOR_METRICS = ("accept_length", "mean_tpot_ms")
+
+
+def factor_plots(runs) -> List[tuple]:
+    """(name, PNG): per swept factor, base benchmark and metric, the metric against the factor's levels, one line
+    per arm with its 95% interval over repeats."""
+    from specrepro.analysis.sweep import factor_columns, metric_by_level
+
+    out = []
+    for col in factor_columns(runs):
+        factor = col.split(":", 1)[1]
+        for metric in FACTOR_METRICS:
+            data = metric_by_level(runs, metric, factor)
+            for bench, g in data.groupby("benchmark", sort=False):
+                fig, ax = plt.subplots(figsize=(6, 3.2))
+                for arm, a in g.groupby("arm", sort=False):
+                    lo = (a["mean"] - a["ci_low"]).where(np.isfinite(a["ci_low"]), 0)
+                    hi = (a["ci_high"] - a["mean"]).where(np.isfinite(a["ci_high"]), 0)
+                    ax.errorbar(a["level"], a["mean"], yerr=[lo, hi], marker="o", capsize=3, label=arm)
+                ax.set_xlabel(factor)
+                ax.set_ylabel(metric)
+                ax.set_title(f"{bench}: {metric} by {factor} (mean, 95% CI)")
+                ax.legend(fontsize=7)
+                out.append((f"{bench}.{metric}.by_{factor}", _png(fig)))
+    return out
+
+
+def pareto_plots(runs) -> List[tuple]:
+    """(name, PNG): per base benchmark, output throughput against mean TPOT, one point per cell, one line per arm
+    (in the order of its cells), each arm's Pareto front (lower TPOT, higher throughput) marked."""
+    from specrepro.analysis.sweep import factor_columns, pareto_front
+
+    if not factor_columns(runs):
+        return []
+    means = runs[runs["metric"].isin(["mean_tpot_ms", "output_throughput"])].groupby(
+        ["base_benchmark", "base_arm", "benchmark", "arm", "metric"], sort=False)["value"].mean().unstack("metric")
+    if not {"mean_tpot_ms", "output_throughput"} <= set(means.columns):
+        return []
+    out = []
+    for bench, g in means.groupby(level="base_benchmark", sort=False):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for arm, a in g.groupby(level="base_arm", sort=False):
+            pts = list(zip(a["mean_tpot_ms"], a["output_throughput"]))
+            line = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", alpha=0.6, label=arm)[0]
+            front = pareto_front(pts)
+            ax.plot([p[0] for p in front], [p[1] for p in front], marker="*", markersize=11, linestyle="none",
+                    color=line.get_color())
+        ax.set_xlabel("mean TPOT (ms)")
+        ax.set_ylabel("output throughput (tok/s)")
+        ax.set_title(f"{bench}: throughput against TPOT per arm (stars: its Pareto front)")
+        ax.legend(fontsize=7)
+        out.append((f"{bench}.pareto", _png(fig)))
+    return out

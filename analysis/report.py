@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from html import escape
@@ -76,6 +77,8 @@ def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
     ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
     lines: List[str] = []
     for title, bench, columns in SEED_TABLES:
+        if bench not in cfg["benchmarks"]:
+            continue  # not in this campaign (a sweep's cells are in "Across factors")
         header = ["arm"] + [h for h, _, _, seed in columns for h in ((h, "seed") if seed else (h,))]
         lines += [f"### {title}", "", *table_head(*header)]
         for arm in cfg["experiment"]["arms"]:
@@ -100,7 +103,8 @@ def claims_table(analysis: Dict[str, Any]) -> str:
     lines = table_head("claim", "verdict", "numbers", "noise from")
     for c in analysis["claims"]:
         verdict = f"**{c['verdict']}**" + (" (as predicted for the pin)" if c.get("as_predicted") else "")
-        lines.append(f"| {c['text'] or c['id']} | {verdict} | {c.get('detail', '')} | {c.get('noise') or '-'} |")
+        at = f" (at {', '.join(f'{f} {v}' for f, v in c['levels'].items())})" if c.get("levels") else ""
+        lines.append(f"| {c['text'] or c['id']}{at} | {verdict} | {c.get('detail', '')} | {c.get('noise') or '-'} |")
     m = analysis.get("multiplicity") or {}
     if m:
         policy = (f"Holm's step-down over the {m['family']} claims with an interval, familywise "
@@ -387,12 +391,15 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
     from specrepro.toy_model import load_theory
 
+    from specrepro.campaign import Campaign
+    from specrepro.sweep import claims_per_level
+
     skipped = set(cfg["experiment"].get("skip_claims") or [])
-    claims = [c for c in load_claims(claims_path) if c["id"] not in skipped]
+    claims = claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skipped], cfg)
     toy = cfg["model"].get("toy")
     questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
     greedy = [b for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k" and v["gsm8k"]["temperature"] == 0]
-    analysis = analyze(runs, requests, cfg["experiment"]["baseline_arm"], claims,
+    analysis = analyze(runs, requests, Campaign(cfg).baseline_of(), claims,
                        cfg["experiment"].get("reference_repeats"), questions,
                        invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),
                        acceptance=acceptance, greedy_benchmarks=greedy, unjudged_metrics=unjudged_metrics(cfg),
@@ -413,9 +420,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "repeats: " + ", ".join(f"{b} {(v.get('repeats') or cfg['experiment']['repeats'])}"
                                 for b, v in cfg["benchmarks"].items()) + "; one server per arm.",
         "",
-        seed_tables(cfg, analysis),
-        "",
+        *([tables, ""] if (tables := seed_tables(cfg, analysis)) else []),
         *([toy_theory_section(cfg, analysis), ""] if analysis.get("toy_theory") else []),
+        *([sweep_section(cfg, runs, analysis), ""] if "base_arm" in runs.columns else []),
         "### Claims",
         "",
         claims_table(analysis),
@@ -446,14 +453,54 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         parts += ["", "### Provenance: what each heavy stage cost (Snakemake `benchmark:`)", "", costs]
     text = "\n".join(parts) + "\n"
     markdown.write_text(text)
-    html.write_text(render_html(text, runs, requests, analysis))
+    figures = sweep_figures(runs)
+    # the sweep's plots as files too: MLflow logs them (report/plots) beside the report
+    for name, png in figures:
+        (markdown.parent / "plots").mkdir(parents=True, exist_ok=True)
+        (markdown.parent / "plots" / f"{name}.png").write_bytes(base64.b64decode(png))
+    html.write_text(render_html(text, runs, requests, analysis, figures))
     return analysis
 
 
-def render_html(markdown_text: str, runs, requests, analysis) -> str:
+def sweep_figures(runs) -> List[tuple]:
+    from specrepro.analysis.plots import factor_plots, pareto_plots
+
+    return factor_plots(runs) + pareto_plots(runs) if "base_arm" in runs.columns else []
+
+
+def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any]) -> str:
+    """Per claim asked across factors: a one-line summary and its verdict at each level; then the headline
+    metrics per level and arm (the plots show the same with intervals)."""
+    from specrepro.analysis.sweep import factor_columns, level_label, level_table, per_level
+    from specrepro.sweep import factors_of
+
+    factors = factors_of(cfg)
+    lines = ["### Across factors", "",
+             "Swept: " + "; ".join(f"{f} {list(v['levels'])} ({'server flag ' + v['server'] + ', a launch per level' if v.get('server') else 'client, on the warm server'})"
+                                   for f, v in factors.items())
+             + ". Each claim is judged at every level, every instance in the one family of claims "
+               "(its multiplicity correction counts them all).", ""]
+    for entry in per_level(analysis["claims"]):
+        lines += [f"**{entry['id']}**: {entry['summary']}", "", *table_head("level", "verdict", "detail")]
+        lines += [f"| {level_label(r['levels'])} | {r['verdict']} | {r['detail']} |" for r in entry["rows"]]
+        lines.append("")
+    for col in factor_columns(runs):
+        for metric in ("accept_length", "mean_tpot_ms", "output_throughput"):
+            table = level_table(runs, metric, col.split(":", 1)[1])
+            if table:
+                lines += [table, ""]
+    unjudged = unjudged_metrics(cfg)
+    if unjudged:
+        lines.append("Shown, not judged here: " + "; ".join(f"{m} ({why})" for m, why in unjudged.items()) + ".")
+    return "\n".join(lines).rstrip()
+
+
+def render_html(markdown_text: str, runs, requests, analysis, figures=()) -> str:
     from specrepro.analysis.plots import acceptance_histograms, bars_with_ci, tpot_distributions
 
     body = [f"<pre style='white-space: pre-wrap'>{escape(markdown_text)}</pre>"]
+    for name, fig in figures:
+        body.append(f"<img alt='{escape(name)}' src='data:image/png;base64,{fig}'/>")
     for fig in bars_with_ci(analysis):
         body.append(f"<img alt='per-arm bars' src='data:image/png;base64,{fig}'/>")
     for fig in tpot_distributions(requests):

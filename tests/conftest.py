@@ -158,3 +158,29 @@ def kfd_tree(layout: str, root: Path) -> Path:
         (d / "gpu_id").write_text(f"{node['gpu_id']}\n")
         (d / "properties").write_text("".join(f"{k} {v}\n" for k, v in node["properties"].items()))
     return root
+
+
+def nvidia_proc_tree(layout: str, root: Path) -> Path:
+    """/proc/driver/nvidia/gpus/<pci>/information under `root` for tests/data/node_facts/<layout>.json, each file in the
+    format captured on the lent H200 (tests/data/node_facts/h200_proc/)."""
+    captured = next((ROOT / "tests" / "data" / "node_facts" / "h200_proc" / "proc" / "driver" / "nvidia" / "gpus")
+                    .glob("*/information")).read_text()
+    spec = json.loads((ROOT / "tests" / "data" / "node_facts" / f"{layout}.json").read_text())
+    for gpu in spec["gpus"]:
+        text = "".join(
+            line.split(":", 1)[0] + ":" + line.split(":", 1)[1].replace(line.split(":", 1)[1].strip(), value)
+            if (value := {"GPU UUID": gpu["uuid"], "Bus Location": gpu["pci"],
+                          "Device Minor": str(gpu["minor"])}.get(line.split(":", 1)[0])) else line
+            for line in captured.splitlines(keepends=True))
+        d = root / "proc" / "driver" / "nvidia" / "gpus" / gpu["pci"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "information").write_text(text)
+    return root
+
+
+def vram_sysfs(root: Path, pci: str, used_bytes: int, total_bytes: int) -> None:
+    """The amdgpu driver's VRAM counters of one PCI device (bytes, one number a file, as the kernel documents)."""
+    dev = root / "sys" / "bus" / "pci" / "devices" / pci
+    dev.mkdir(parents=True, exist_ok=True)
+    (dev / "mem_info_vram_used").write_text(f"{used_bytes}\n")
+    (dev / "mem_info_vram_total").write_text(f"{total_bytes}\n")

@@ -368,6 +368,9 @@ def test_the_shipped_mi355x_run_arguments_start_a_podman_container(campaign, con
 
     cfg = compose(["platform=mi355x", "platform.container_runtime=podman", f"platform.runtime_command=[{PODMAN}]",
                    f"model.server_args.model_path={container_env['env']['SPECREPRO_TEST_ASSETS']}/tokenizer",
+                   # the file the client_data stage would have fetched before this job (mounted read-only)
+                   f"benchmarks.bench_serving.serving.dataset_path={container_env['env']['SPECREPRO_TEST_ASSETS']}"
+                   "/sharegpt.json",
                    f"platform.node_root={container_env['env']['SPECREPRO_TEST_NODE_ROOT']}",
                    f"platform.gpu_shared_devices=[{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/kfd:/dev/kfd]",
                    f"platform.gpu_device_pattern='{container_env['env']['SPECREPRO_TEST_FAKE_DEV']}/renderD{{render}}"
@@ -388,3 +391,35 @@ def test_the_shipped_mi355x_run_arguments_start_a_podman_container(campaign, con
     assert proc.stdout.split() == ["renderD136"]
     for flag in shipped:
         assert flag in argv
+
+
+def test_a_gpu_node_receives_only_the_patch_layer(campaign, container_env, node_stores, standin_assets, tmp_path):
+    """image_distribution=layer (the shipped platforms'): the build node builds and checks the patched image as
+    before, but only its build context travels; a fresh GPU node (store C) brings the base (here from its archive,
+    on a cluster by digest) and builds the patch layer itself, held to the build node's applied record."""
+    results = tmp_path / "results"
+    overrides = overrides_for(results, standin_assets) + ["platform.image_distribution=layer"]
+    env = container_env["env"]
+    specrepro("run", *overrides, "--", "--until", "image", env={**env, "SPECREPRO_TEST_NODE_STORE": str(node_stores["A"])})
+    record = json.loads((results / "image" / "pr_rs_on.json").read_text())
+    assert record["distribution"] == "layer" and "archive" not in record
+    store_c = node_stores["A"].parent / "gpu-node-2"
+    try:
+        run_env = {**env, "SPECREPRO_TEST_NODE_STORE": str(store_c), "ROCR_VISIBLE_DEVICES": "2,3"}
+        first = specrepro("preflight", *overrides, "--arm", "pr_rs_on", env=run_env).stdout
+        assert "building the patch layer from" in first and "arm pr_rs_on: preflight passed" in first
+        labels = json.loads(podman(store_c, "image", "inspect", record["tag"]).stdout)[0]["Labels"]
+        assert labels["org.specrepro.content-hash"] == record["content_hash"]
+        assert labels["org.specrepro.base-id"] == record["base"]["image_id"]
+        again = specrepro("preflight", *overrides, "--arm", "pr_rs_on", env=run_env).stdout
+        assert "building the patch layer" not in again and "arm pr_rs_on: preflight passed" in again
+        show(store_c, "second GPU node after building the patch layer")
+        # what each route moves to a GPU node for the patched image, measured
+        archive = json.loads((campaign["results"] / "image" / "pr_rs_on.json").read_text())["archive"]
+        full = Path(archive).stat().st_size
+        RUNTIME_OUTPUT.append(f"--- bytes a GPU node receives for the patched image ---\nlayer: build context "
+                              f"{record['context_bytes']} bytes; archive: {full} bytes; base image "
+                              f"{record['base_bytes']} bytes (reaches each node once, shared by every arm)\n")
+        assert record["context_bytes"] < 1_000_000 < full and record["context_bytes"] * 100 < full
+    finally:
+        podman(store_c, "system", "reset", "--force", check=False)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from conftest import ROOT
 from specrepro.config import compose
-from specrepro.gpu_facts import (amd_smi_memory_fractions, facts_from_probe, fingerprint, fingerprint_differences,
+from specrepro.gpu_facts import (facts_from_probe, fingerprint, fingerprint_differences,
                                  no_gpu_facts, parse_amd_smi, parse_nvidia_smi_csv)
 
 DATA = ROOT / "tests" / "data" / "gpu_facts"
@@ -29,8 +29,7 @@ def test_amd_smi_static_and_metric():
     assert (g["gpu_model"], g["driver"], g["power_cap_w"], g["compute_partition"], g["memory_partition"]) == \
         ("AMD Instinct MI355X", "6.14.14", 1400.0, "SPX", "NPS1")
     assert (g["perf_level"], g["sclk_mhz"], g["mclk_mhz"], g["temperature_c"]) == ("AMDSMI_DEV_PERF_LEVEL_AUTO", 132.0, 900.0, 38.0)
-    fractions = amd_smi_memory_fractions((DATA / "amd_smi_metric.json").read_text())
-    assert round(fractions[2], 4) == round(283 / 294896, 4) and round(fractions[3], 3) == round(120.5 / 287.98, 3)
+    assert (g["memory_used_mb"], gpus[1]["memory_used_mb"]) == (283.0, 120.5 * 1024)
 
 
 def test_nvidia_smi_csv():

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kfd_tree, specrepro
+from conftest import ROOT, kfd_tree, nvidia_proc_tree, specrepro
 from specrepro import node_facts as nf
 
 DATA = ROOT / "tests" / "data" / "node_facts"
@@ -57,13 +58,24 @@ def test_a_grant_the_node_does_not_have_is_an_error_naming_the_variable(tmp_path
         nf.rocm_gpus(tmp_path / "empty")
 
 
-def test_cuda_gpus_from_nvidia_smi():
-    # shaped after `nvidia-smi --query-gpu=index,pci.bus_id,uuid,minor_number --format=csv,noheader` on an 8-GPU node
-    csv = ("0, 00000000:18:00.0, GPU-5b3d0c2e-8f1a-4c6e-9d2b-1a2b3c4d5e6f, 0\n"
-           "1, 00000000:2A:00.0, GPU-6c4e1d3f-9a2b-4d7f-8e3c-2b3c4d5e6f70, 1\n")
-    gpus = nf.cuda_gpus(csv)
-    assert [g.device for g in gpus] == ["/dev/nvidia0", "/dev/nvidia1"]
-    assert devices(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-6c4e1d3f-9a2b-4d7f-8e3c-2b3c4d5e6f70"}) == ["/dev/nvidia1"]
+def test_cuda_gpus_from_the_drivers_procfs_as_captured_on_the_h200():
+    gpus = nf.cuda_gpus(ROOT / "tests" / "data" / "node_facts" / "h200_proc")
+    assert [(g.index, g.pci, g.unique_id, g.device) for g in gpus] == \
+        [(0, "0000:00:06.0", "GPU-3a526cd6-9156-bcaa-1944-f7b803556602", "/dev/nvidia0")]
+
+
+def test_an_8_gpu_board_maps_slurm_indices_and_uuids_through_device_minors(tmp_path):
+    gpus = nf.cuda_gpus(nvidia_proc_tree("hgx_8gpu_nvidia", tmp_path))
+    assert [g.pci for g in gpus][4:6] == ["0000:9a:00.0", "0000:ab:00.0"]
+    assert devices(gpus, {"SLURM_JOB_GPUS": "4,5"}) == ["/dev/nvidia4", "/dev/nvidia5"]
+    assert devices(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-0a1b2c3d-0006-4000-8000-000000000006"}) == ["/dev/nvidia6"]
+
+
+def test_without_procfs_nvidia_smi_is_asked_for_fields_it_has():
+    # `minor_number` is refused by nvidia-smi 580 (tests/data/node_facts/h200_proc/README.md); these three are not
+    gpus = nf.cuda_gpus(Path("/nonexistent"), "0, 00000000:00:06.0, GPU-3a526cd6-9156-bcaa-1944-f7b803556602\n")
+    assert [(g.pci, g.device) for g in gpus] == [("0000:00:06.0", "/dev/nvidia0")]
+    assert nf.pci_key("00000000:2A:00.0") == "0000:2a:00.0" == nf.pci_key("0000:2a:00.0")
 
 
 def test_node_facts_command(tmp_path):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, standin_overrides, write_behaviour
+from conftest import ROOT, kfd_tree, nvidia_proc_tree, standin_overrides, vram_sysfs, write_behaviour
 from specrepro.config import compose
 from specrepro.preflight import PreflightError, image_checks, run_preflight
 from specrepro.serve import serve_arm
@@ -115,20 +116,67 @@ def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
     assert not json.loads((arm_dir / "preflight.json").read_text())["ok"]
 
 
+def fake_nvidia_smi(tmp_path, monkeypatch, lines_file):
+    """nvidia-smi answering the preflight's query with the lines in `lines_file`, in the format the real one printed on
+    the lent H200 (tests/data/node_facts/h200_nvidia_smi_pci_memory.csv: `00000000:00:06.0, 0, 143771`)."""
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text(f"#!/bin/sh\ncat {lines_file}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+
+
+def hgx_node(tmp_path, monkeypatch, smi_lines: str, timeout_s: int):
+    """An 8-GPU NVIDIA node (its driver's procfs) whose nvidia-smi answers `smi_lines`; the campaign config on it."""
+    root = nvidia_proc_tree("hgx_8gpu_nvidia", tmp_path / "node")
+    smi = tmp_path / "smi.csv"
+    smi.write_text(smi_lines)
+    fake_nvidia_smi(tmp_path, monkeypatch, smi)
+    cfg = compose(["platform=h200", "model=glm52_fp8", f"preflight.gpu_idle_timeout_s={timeout_s}",
+                   f"platform.node_root={root}"])
+    return cfg, smi
+
+
 def test_busy_gpus_are_waited_for_then_refused(tmp_path, monkeypatch):
-    """A node whose GPU 2 still holds a killed job's memory (nvidia-smi's CSV, as the tool prints it)."""
+    """An 8-GPU node whose GPU 2 still holds a killed job's memory; the grant is matched by PCI address."""
     from specrepro.preflight import wait_gpus_idle
 
-    state = tmp_path / "used_mb"
-    state.write_text("50000")
-    fake = tmp_path / "bin" / "nvidia-smi"
-    fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\necho \"2, $(cat {state}), 143771\"\necho \"3, 1, 143771\"\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
-    cfg = compose(["platform=h200", "model=glm52_fp8", "preflight.gpu_idle_timeout_s=2"])
+    cfg, state = hgx_node(tmp_path, monkeypatch, "00000000:3A:00.0, 50000, 143771\n00000000:5D:00.0, 1, 143771\n", 2)
     busy = wait_gpus_idle(cfg, [2, 3], io.StringIO())
     assert not busy["ok"] and "GPUs [2] still hold" in busy["detail"] and "preflight.gpu_idle_timeout_s=2" in busy["detail"]
-    state.write_text("300")  # drained
+    state.write_text("00000000:3A:00.0, 300, 143771\n00000000:5D:00.0, 1, 143771\n")  # drained
     idle = wait_gpus_idle(cfg, [2, 3], io.StringIO())
     assert idle["ok"] and "GPUs [2, 3]: memory in use" in idle["detail"]
+
+
+def test_a_constrained_job_sees_its_gpus_numbered_from_0_and_is_still_matched(tmp_path, monkeypatch):
+    """Slurm granted node GPUs 4 and 5 with ConstrainDevices: nvidia-smi inside the job lists only those two, as its 0
+    and 1.  By index, 4 and 5 matched nothing and read as idle; by PCI address, busy GPU 5 is found."""
+    from specrepro.preflight import wait_gpus_idle
+
+    cfg, smi = hgx_node(tmp_path, monkeypatch, "00000000:9A:00.0, 2, 143771\n00000000:AB:00.0, 90000, 143771\n", 1)
+    check = wait_gpus_idle(cfg, [4, 5], io.StringIO())
+    assert not check["ok"] and "GPUs [5] still hold" in check["detail"]
+    # a granted GPU the tool does not report is unknown, never idle
+    smi.write_text("00000000:9A:00.0, 2, 143771\n")
+    check = wait_gpus_idle(cfg, [4, 5], io.StringIO())
+    assert not check["ok"] and "GPUs [5] of the grant [4, 5]: no memory reading at their PCI address" in check["detail"]
+
+
+def test_rocm_idleness_is_read_from_the_drivers_sysfs_by_pci_address(tmp_path):
+    """MI355X node (the SPX layout): GPUs 1 and 5 granted, GPU 5's VRAM in use per the amdgpu driver's counters."""
+    from specrepro import node_facts as nf
+    from specrepro.preflight import wait_gpus_idle
+
+    root = kfd_tree("mi355x_spx_8gpu", tmp_path / "node")
+    table = nf.rocm_gpus(root)
+    total = 288 * 2**30
+    for g in table:
+        vram_sysfs(root, g.pci, 40 * 2**30 if g.index == 5 else 300 * 2**20, total)
+    cfg = compose(["preflight.gpu_idle_timeout_s=1", f"platform.node_root={root}"])
+    check = wait_gpus_idle(cfg, [1, 5], io.StringIO())
+    assert not check["ok"] and "GPUs [5] still hold" in check["detail"]
+    assert wait_gpus_idle(cfg, [1, 2], io.StringIO())["ok"]
+    bare = compose(["preflight.gpu_idle_timeout_s=1", f"platform.node_root={kfd_tree('mi355x_spx_8gpu', tmp_path / 'bare')}"])
+    unread = wait_gpus_idle(bare, [1, 2], io.StringIO())  # a driver without the counters: said, not guessed
+    assert unread["ok"] and unread["detail"].startswith("not checked")

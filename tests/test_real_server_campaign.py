@@ -123,7 +123,7 @@ def test_the_report_says_what_ran_and_judges_only_what_it_can(campaign):
     verdicts = {c["id"]: c for c in campaign["analysis"]["claims"]}
     for cid in ("rs_costs_accept_length", "pr_raises_accept_length", "pr_keeps_greedy_outputs"):
         assert verdicts[cid]["verdict"] == "REPRODUCED", verdicts[cid]
-    # the patched arm closes the gap (theory: all but its first verify step per request); two repeats decide
+    # the patched arm closes the gap (theory: all but its first verify step per request); three repeats decide
     # whether more than 90% of it is closed only when the spread allows
     restores = verdicts["pr_restores_accept_length"]
     assert restores["restored"]["fraction"] > 0.9 and restores["verdict"] in ("REPRODUCED", "INCONCLUSIVE")

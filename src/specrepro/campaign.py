@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shlex
 import sys
 from dataclasses import dataclass
@@ -31,6 +32,39 @@ class BenchRun:
     @property
     def stem(self) -> str:
         return f"{self.benchmark}/r{self.repeat}" if not self.launch else f"launch{self.launch}/{self.benchmark}/r{self.repeat}"
+
+
+def run_cost(bench: Dict[str, Any], serve: Dict[str, Any]) -> Dict[str, float]:
+    """One run of a benchmark: its requests, and the seconds it takes at the planning TPOT (each request emits
+    its token budget; `concurrency` requests at a time, each extra one slowing a step by expected_tpot_growth)."""
+    if bench["kind"] == "gsm8k":
+        s = bench["gsm8k"]
+        requests, tokens, conc = s["num_questions"], s["max_new_tokens"], s["parallel"]
+    else:
+        s = bench["serving"]
+        requests, tokens, conc = s["num_prompts"], s["output_len"], s["max_concurrency"]
+    conc = max(1, min(conc, requests))
+    step_s = serve["expected_tpot_ms"] / 1000 * (1 + serve["expected_tpot_growth"] * (conc - 1))
+    return {"requests": requests, "seconds": math.ceil(requests / conc) * tokens * step_s}
+
+
+def campaign_cost(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The whole campaign's planning cost: launches, requests, seconds and GPU-hours (every launch holds the model's
+    GPUs while it loads and while its runs measure)."""
+    exp, serve = cfg["experiment"], cfg["serve"]
+    launches = int(exp.get("launches") or 1)
+    repeats = {b: (v.get("repeats") if v.get("repeats") is not None else exp["repeats"]) for b, v in cfg["benchmarks"].items()}
+    requests, seconds = 0, 0.0
+    for arm in exp["arms"].values():
+        for b in arm["benchmarks"]:
+            one = run_cost(cfg["benchmarks"][b], serve)
+            requests += one["requests"] * repeats[b] * launches
+            seconds += one["seconds"] * repeats[b] * launches
+    n_launches = len(exp["arms"]) * launches
+    seconds += n_launches * float(serve["expected_load_s"])
+    gpus = int(cfg["model"]["gpus"])
+    return {"launches": n_launches, "requests": requests, "seconds": seconds, "gpus": gpus,
+            "gpu_hours": seconds * gpus / 3600}
 
 
 class Campaign:
@@ -222,8 +256,8 @@ class Campaign:
             "--output-file", output_file,
             "--disable-tqdm",
         ]
-        if s.get("dataset_path"):
-            argv += ["--dataset-path", s["dataset_path"]]
+        if self.client_data_files(benchmark):
+            argv += ["--dataset-path", self.client_data_files(benchmark)[0]]
         if s.get("output_details"):
             argv.append("--output-details")
         argv += list(s.get("extra_args") or [])
@@ -237,11 +271,23 @@ class Campaign:
         ]
 
     def client_data_files(self, benchmark: str) -> List[str]:
-        """Local files a benchmark's client reads next to the server (mounted read-only into its container)."""
+        """Local files a benchmark's client reads next to the server (mounted read-only into its container): its
+        dataset_path, or the ShareGPT file the client_data stage resolves for it."""
+        from specrepro.datasets import needs_sharegpt
+
         bench = self.benchmark(benchmark)
-        if bench["kind"] == "bench_serving" and bench["serving"].get("dataset_path"):
+        if bench["kind"] != "bench_serving":
+            return []
+        if bench["serving"].get("dataset_path"):
             return [bench["serving"]["dataset_path"]]
-        return []
+        return [bench["serving"]["sharegpt"]["path"]] if needs_sharegpt(bench["serving"]) else []
+
+    def datasets_for_arm(self, arm: str) -> List[str]:
+        """The client_data records an arm's measuring job waits for (fetched and verified on the submit host)."""
+        from specrepro.datasets import needs_sharegpt
+
+        return [str(self.results_dir / "datasets" / f"{b}.json") for b in self.arm(arm)["benchmarks"]
+                if self.benchmark(b)["kind"] == "bench_serving" and needs_sharegpt(self.benchmark(b)["serving"])]
 
     # --- GPU check -------------------------------------------------------------
     def gpu_check_runs(self, arm: str) -> bool:
@@ -261,14 +307,18 @@ class Campaign:
 
         Its hash keys every run record: a record is reused only under the same key.
         """
+        # timeouts and plan's cost figures decide nothing a server measures
         serve = {k: v for k, v in self.cfg["serve"].items()
-                 if k not in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "bench_timeout_s")}
+                 if k not in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "bench_timeout_s",
+                              "expected_load_s", "expected_tpot_ms", "expected_tpot_growth")}
         return {
             "sglang": {k: self.cfg["sglang"][k] for k in ("version", "git_ref")},
             "sglang_ref": self.ref_of(arm),
             "patch_series": self.experiment["patch_series"].get(self.series_of(arm) or "", []),
             "server_args": self.server_args(arm),
-            "benchmarks": {b: self.benchmark(b) for b in self.arm(arm)["benchmarks"]},
+            # a sweep cell's settings carry its levels; its name and base say nothing more
+            "benchmarks": {b: {k: v for k, v in self.benchmark(b).items() if k != "cell"}
+                           for b in self.arm(arm)["benchmarks"]},
             "repeats": {b: self.repeats(b) for b in self.arm(arm)["benchmarks"]},
             "serve": serve,
             "offline": self.cfg.get("offline", False),
@@ -350,30 +400,91 @@ class Campaign:
             for run in self.bench_runs(arm):
                 out = str(self.arm_dir(arm) / run.stem)
                 lines.append(f"bench {run.benchmark} r{run.repeat}: " + shlex.join(launcher.client_argv(ctx, run, out)))
-        lines += ["", *self.describe_launches(), "", *self.describe_decidability()]
+        lines += ["", *self.describe_treatments(), *self.describe_launches(), "", *self.describe_decidability()]
         return "\n".join(lines)
 
     def describe_launches(self) -> List[str]:
-        """How many server launches the campaign costs, and in which order they run."""
+        """How many server launches the campaign costs, in which order they run, and what it costs in all."""
         n = len(self.arms) * self.launches
         load = float(self.cfg["serve"].get("expected_load_s") or 0)
+        cost = campaign_cost(self.cfg)
+        budget = self.experiment.get("max_gpu_hours")
         lines = [f"## launches: {self.launches} per arm, {n} in all; loading costs about {n} x {load:.0f} s = "
-                 f"{n * load / 60:.0f} min (serve.expected_load_s) before any measurement"]
+                 f"{n * load / 60:.0f} min (serve.expected_load_s) before any measurement",
+                 f"## cost: {cost['requests']} requests; about {cost['seconds'] / 3600:.2f} h of server time x "
+                 f"{cost['gpus']} GPUs = {cost['gpu_hours']:.2f} GPU-hours (serve.expected_load_s, "
+                 f"serve.expected_tpot_ms at concurrency 1, +{self.cfg['serve']['expected_tpot_growth']:.0%} a "
+                 f"step per extra request); budget "
+                 + (f"{budget:g} GPU-hours (experiment.max_gpu_hours)" if budget is not None else
+                    "none (experiment.max_gpu_hours)")]
         if self.launches > 1:
             lines.append("order (interleaved; verdicts use the between-launch noise): "
                          + " ".join(f"{a}#{k}" for a, k in self.launch_order()))
         return lines
 
+    def describe_treatments(self) -> List[str]:
+        """The sweep's treatment table: per arm cell and benchmark cell, its levels, launch, requests and time."""
+        from specrepro.sweep import factors_of, level_text, treatment_table
+
+        factors = factors_of(self.cfg)
+        if not factors:
+            return []
+        kinds = {f: ("server: " + v["server"]) if v.get("server") else
+                 "client: " + ", ".join(f"{k}.{s}" for k, s in v["client"].items()) for f, v in factors.items()}
+        lines = ["## treatments: " + "; ".join(f"{f} {[*v['levels']]} ({kinds[f]})" for f, v in factors.items()),
+                 "# client factors run on the arm's one warm server; each server level is a launch of its own",
+                 f"{'arm':<34} {'benchmark':<30} " + " ".join(f"{f:>12}" for f in factors)
+                 + f" {'launch':>7} {'requests':>9} {'minutes':>8}"]
+        launches = {a: i for i, a in enumerate(self.arms, 1)}
+        for row in treatment_table(self.cfg):
+            one = run_cost(self.benchmark(row["benchmark"]), self.cfg["serve"])
+            reps = self.repeats(row["benchmark"]) * self.launches
+            levels = " ".join(f"{level_text(row['levels'][f]) if f in row['levels'] else '-':>12}" for f in factors)
+            lines.append(f"{row['arm']:<34} {row['benchmark']:<30} {levels} {launches[row['arm']]:>7} "
+                         f"{one['requests'] * reps:>9} {one['seconds'] * reps / 60:>8.1f}")
+        lines.append("")
+        return lines
+
+    def baseline_of(self, levels: Optional[Dict[str, Any]] = None) -> str:
+        """The baseline arm (at the server levels given, where a server factor splits it into cells)."""
+        from specrepro.sweep import resolve_arm
+
+        base = self.experiment["baseline_arm"]
+        return base if base in self.experiment["arms"] else (resolve_arm(self.cfg, base, levels or {}) or base)
+
+    def claims(self) -> List[Dict[str, Any]]:
+        """The claims judged: the file's, less experiment.skip_claims, each swept one once per level."""
+        from specrepro.analysis.claims import load_claims
+        from specrepro.sweep import claims_per_level
+
+        skip = set(self.experiment.get("skip_claims") or [])
+        return claims_per_level([c for c in load_claims(self.claims_path) if c["id"] not in skip], self.cfg)
+
+    def runs_to_remeasure(self, arm: str, launch: Optional[int] = None) -> List[str]:
+        """The serving job's rerun trigger (a Snakemake param): the runs whose record is gone, else what the job's
+        last record says was gone when it started.
+
+        Run records are not Snakemake outputs (a failed job must not take measured runs with it), so a removed one
+        is invisible to Snakemake's file checks.  The value is the same before and after the job that measures
+        them, so that job is the only rerun: a removed cell is measured once, alone, on one launch.
+        """
+        runs = self.bench_runs(arm, launch)
+        missing = [r.stem for r in runs if not (self.arm_dir(arm) / r.stem / "run.json").is_file()]
+        record = self.arm_dir(arm) / ("launches" if launch else "") / (f"{launch}.json" if launch else "arm.json")
+        if missing or not record.is_file():
+            return missing
+        try:
+            return list(json.loads(record.read_text()).get("missing_at_start") or [])
+        except (OSError, ValueError):
+            return missing
+
     def decidability(self) -> List[Dict[str, Any]]:
         """Per judged claim: the smallest effect this configuration can resolve (analysis.checks.decidability,
         the analysis's own noise computation fed with the published repeats and the priors)."""
         from specrepro.analysis.checks import decidability
-        from specrepro.analysis.claims import load_claims
 
-        skip = set(self.experiment.get("skip_claims") or [])
-        claims = [c for c in load_claims(self.claims_path) if c["id"] not in skip]
         n = {b: self.repeats(b) for b in self.cfg["benchmarks"]}
-        return decidability(claims, self.cfg["benchmarks"], n,
+        return decidability(self.claims(), self.cfg["benchmarks"], n,
                             self.experiment.get("reference") or {}, self.experiment.get("reference_repeats") or {},
                             self.cfg["analysis"], launches=self.launches)
 

@@ -162,7 +162,7 @@ def cmd_preflight(args) -> int:
         image = json.loads(record.read_text())
         try:
             gpus, _ = granted_gpus(cfg)
-            ensure_image(cfg, image, sys.stdout)
+            image = ensure_image(cfg, image, sys.stdout)
             run_preflight(cfg, arm, image, gpus, sys.stdout)
             print(f"arm {arm}: preflight passed")
         except (PreflightError, LaunchError) as exc:

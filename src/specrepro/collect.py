@@ -2,6 +2,7 @@
 
 runs table (CSV), one row per (arm, benchmark, repeat, metric):
     arm, benchmark, repeat, metric, value, unit, server_launch, launch (1.. experiment.launches)
+    and, with a sweep: base_arm, base_benchmark, factor:<name> (the cell's level of each factor)
 requests table (Parquet), one row per request of a run:
     arm, benchmark, repeat, request, and what the benchmark reports per request
     (GSM8K: latency_s, completion_tokens, correct, invalid, spec_verify_ct;
@@ -53,6 +54,7 @@ ACCEPTANCE_COLUMNS = ["arm", "benchmark", "repeat", "launch", "drafts_accepted",
 def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
                      log: Optional[IO] = None, acceptance_csv: Optional[Path] = None) -> pd.DataFrame:
     from specrepro.campaign import Campaign
+    from specrepro.sweep import cell_columns
 
     campaign = Campaign(cfg)
     rows: List[Dict[str, Any]] = []
@@ -70,14 +72,15 @@ def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Pat
         for run in campaign.bench_runs(arm):
             path = campaign.arm_dir(arm) / run.stem / "run.json"
             record = json.loads(path.read_text())
-            rows += run_rows(record)
+            cell = cell_columns(cfg, arm, run.benchmark)
+            rows += [{**row, **cell} for row in run_rows(record)]
             acceptance_rows += [{"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
                                  "launch": run.launch or 1, "drafts_accepted": i,
                                  "verify_steps": n} for i, n in enumerate(record.get("acceptance_histogram") or [])]
             for req in record.get("requests") or []:
                 request_rows.append({"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
                                      "launch": run.launch or 1, **req})
-    runs = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    runs = pd.DataFrame(rows, columns=RUN_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in RUN_COLUMNS])
     runs_csv.parent.mkdir(parents=True, exist_ok=True)
     runs.to_csv(runs_csv, index=False)
     requests = pd.DataFrame(request_rows)

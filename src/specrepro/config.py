@@ -112,6 +112,13 @@ def check_resolved(cfg: Dict[str, Any], source: str = "config") -> Dict[str, Any
         cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise ConfigError([f"{source}: {_hydra_message(exc)}"]) from exc
+    from specrepro import sweep
+
+    problems = sweep.sweep_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    # the grid becomes cells (benchmarks, arms) once; a resolved config read back is already expanded
+    cfg = sweep.expand(cfg)
     validate(cfg)
     return cfg
 
@@ -146,7 +153,7 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"experiment.launches: must be >= 1, got {exp['launches']}")
     if not arms:
         problems.append("experiment.arms: a campaign needs at least one arm")
-    if exp["baseline_arm"] not in arms:
+    if exp["baseline_arm"] not in arms and exp["baseline_arm"] not in {(a.get("cell") or {}).get("base") for a in arms.values()}:
         problems.append(f"experiment.baseline_arm: {exp['baseline_arm']!r} is not an arm (arms: {', '.join(arms)})")
     if exp.get("claims") and not (CONF_DIR / exp["claims"]).is_file() and not Path(exp["claims"]).is_file():
         problems.append(f"experiment.claims: file {exp['claims']!r} not found under {CONF_DIR}")
@@ -197,9 +204,16 @@ def validate(cfg: Dict[str, Any]) -> None:
                 problems.append(f"{key}.gsm8k.test_data.path: offline=true, but {settings['test_data']['path']} is "
                                 f"not there (the canonical download is off)")
         else:
-            if cfg.get("offline") and settings["dataset_name"] in ("random", "sharegpt") and not settings.get("dataset_path"):
-                problems.append(f"{key}.serving.dataset_path: offline=true, but sglang's {settings['dataset_name']} "
-                                f"dataset downloads ShareGPT from the model hub without it; give a local ShareGPT JSON")
+            from specrepro.datasets import needs_sharegpt
+
+            if needs_sharegpt(settings) and not settings.get("sharegpt"):
+                problems.append(f"{key}.serving.sharegpt: sglang's {settings['dataset_name']} dataset reads ShareGPT, "
+                                f"and without a file its client downloads it inside the GPU job; give "
+                                f"serving.sharegpt (path, url) or serving.dataset_path")
+            elif needs_sharegpt(settings) and cfg.get("offline") and not Path(settings["sharegpt"]["path"]).is_file():
+                problems.append(f"{key}.serving.sharegpt.path: offline=true, but {settings['sharegpt']['path']} is not "
+                                f"there: put ShareGPT_V3_unfiltered_cleaned_split.json there (or set "
+                                f"serving.dataset_path)")
             if not 0.0 <= settings["range_ratio"] <= 1.0:
                 problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
 
@@ -223,6 +237,15 @@ def validate(cfg: Dict[str, Any]) -> None:
     if plat["container_runtime"] not in CONTAINER_RUNTIMES:
         problems.append(f"platform.container_runtime: {plat['container_runtime']!r} not one of {sorted(CONTAINER_RUNTIMES)}")
     problems.extend(runtime_arg_problems(plat))
+    if plat["image_distribution"] not in ("layer", "archive", "node"):
+        problems.append(f"platform.image_distribution: {plat['image_distribution']!r} not one of "
+                        f"['layer', 'archive', 'node']")
+    elif (plat["image_distribution"], plat["container_runtime"], plat["base_distribution"]) == ("layer", "docker",
+                                                                                                 "archive"):
+        problems.append("platform.image_distribution: `layer` builds FROM the base's registry digest on each node, and "
+                        "a base loaded from an archive has none under docker (a load restores tags, not digests): "
+                        "use base_distribution=pull, or image_distribution=archive")
+
     if plat["container_runtime"] != "none" and not plat.get("base_image"):
         problems.append("platform.base_image: a container platform needs a base image")
     if plat["accelerator"] != "none" and cfg["model"]["gpus"] > plat["gpus_per_node"] > 0:
@@ -279,6 +302,16 @@ def validate(cfg: Dict[str, Any]) -> None:
         for metric, cv in (an.get(name) or {}).items():
             if not (isinstance(cv, (int, float)) and 0 <= cv < 1):
                 problems.append(f"analysis.{name}.{metric}: a relative SD in [0, 1), got {cv!r}")
+    if exp.get("max_gpu_hours") is not None:
+        from specrepro.campaign import campaign_cost
+
+        cost = campaign_cost(cfg)
+        if cost["gpu_hours"] > exp["max_gpu_hours"]:
+            problems.append(f"experiment.max_gpu_hours: this campaign needs about {cost['gpu_hours']:.1f} GPU-hours "
+                            f"({cost['launches']} launches, {cost['requests']} requests, {cost['gpus']} GPUs each; "
+                            f"serve.expected_load_s and serve.expected_tpot_ms), over the budget of "
+                            f"{exp['max_gpu_hours']:g}: drop levels, list experiment.sweep.treatments, or raise the "
+                            f"budget")
     if cfg["sglang"]["source"] not in SOURCE_METHODS:
         problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
 
@@ -322,7 +355,9 @@ def _claims_problems(cfg: Dict[str, Any]) -> List[str]:
     problems = [f"experiment.skip_claims: {sorted(skip - ids)} are not claims of {path}"] if skip - ids else []
     kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
     arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
-    judged = [c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)]
+    from specrepro.sweep import claims_per_level
+
+    judged = claims_per_level([c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)], cfg)
     greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
               and v["gsm8k"].get("temperature") == 0}
     found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy)

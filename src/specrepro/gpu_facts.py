@@ -112,11 +112,6 @@ def parse_amd_smi(static_text: str, metric_text: Optional[str]) -> List[Dict[str
     return [gpus[k] for k in sorted(gpus)]
 
 
-def amd_smi_memory_fractions(metric_text: str) -> Dict[int, float]:
-    return {g["index"]: g["memory_used_mb"] / g["memory_total_mb"] for g in parse_amd_smi("[]", metric_text)
-            if g.get("memory_used_mb") is not None and g.get("memory_total_mb")}
-
-
 def parse_nvidia_smi_csv(text: str) -> List[Dict[str, Any]]:
     out = []
     for line in text.strip().splitlines():
@@ -201,6 +196,15 @@ def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int
                 + (f": {proc.stderr.strip()[-300:]}" if proc is not None else "")}
     facts = facts_from_probe(raw)
     facts["granted"] = gpus
+    # the container sees only the grant, renumbered from 0: which node GPUs those are, by PCI address and unique id
+    from specrepro import node_facts as nf
+
+    try:
+        table = nf.node_gpus(cfg["platform"]["accelerator"], Path(cfg["platform"].get("node_root") or "/"))
+        facts["granted_devices"] = [{"index": g, "pci": table[g].pci, "uuid": table[g].uuid} for g in gpus
+                                    if g < len(table)]
+    except nf.NodeFactsError as exc:
+        facts["granted_devices_note"] = str(exc)
     return facts
 
 

@@ -74,6 +74,18 @@ def load_test_set(data: Dict[str, Any], cache_dir: Path, offline: bool) -> List[
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def server_tpot_ms(meta: Dict[str, Any]) -> Optional[float]:
+    """A request's time per output token after its first, from sglang 0.5.20's own meta_info timestamps
+    (observability/req_time_stats.py: `prefill_finished_time`, converted to wall time, and `request_finished_ts`):
+    the client does not stream, so the server's clock is the one that sees the first token.  It includes the
+    detokenizer's hop, as bench_serving's client-side TPOT includes the HTTP stream's.  None without the two
+    timestamps (an older server) or with fewer than two tokens."""
+    first, last, tokens = meta.get("prefill_finished_time"), meta.get("request_finished_ts"), meta.get("completion_tokens")
+    if not first or not last or not tokens or tokens < 2 or last < first:
+        return None
+    return (last - first) * 1000.0 / (tokens - 1)
+
+
 def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str]],
               timeout_s: float = 600.0) -> Dict[str, Any]:
     """Ask every question; return the per-question records and the summary."""
@@ -120,6 +132,7 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
             "spec_accept_rate": meta.get("spec_accept_rate"),
             "spec_num_correct_drafts": meta.get("spec_num_correct_drafts"),
             "spec_correct_drafts_histogram": meta.get("spec_correct_drafts_histogram"),
+            "tpot_ms": server_tpot_ms(meta),
             "meta_info": meta,
         }
 
@@ -130,6 +143,7 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
     wall = time.perf_counter() - tic
     n = len(records)
     tokens = sum(r["completion_tokens"] or 0 for r in records)
+    tpots = [r["tpot_ms"] for r in records if r["tpot_ms"] is not None]
     return {
         "records": records,
         "summary": {
@@ -139,6 +153,8 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
             "correct": sum(r["correct"] for r in records),
             "latency_s": wall,
             "output_throughput": tokens / wall if wall > 0 else None,
+            # bench_serving's mean TPOT averages per request too; None where sglang gave no timestamps
+            "mean_tpot_ms": sum(tpots) / len(tpots) if tpots else None,
             "started_at": started,
         },
     }

@@ -7,10 +7,18 @@ arms an image built FROM it with the patch series applied by the same
 content hash of (base digest, sglang ref, patches, recipe) and built once.
 
 Images are built on the build host and run on GPU nodes, which have image
-stores of their own.  `platform.image_distribution: archive` saves each built
-image under `cache_dir/images/` (the shared filesystem); the measuring job
-loads it on its node under a node-local lock when missing there and checks
-that the image ID is the one built.  The base reaches nodes by pulling its
+stores of their own.  `platform.image_distribution: layer` (the shipped
+platforms) moves only what the patch changes: the build context (the recipe,
+patching.py and the patches: kilobytes) stays on the shared filesystem, and the
+measuring job, on its node, brings the base by its digest (pulled, or loaded
+from the base archive) and builds the patched layer there, under a node-local
+lock, then holds the result to the build host's: same content-hash and base
+labels, same /specrepro/applied.json (every patched file's sha256).  A rebuild
+has its own image ID (layer timestamps), so identity is the recipe's content
+hash and the applied record, not the ID.  `archive` saves each built image
+under `cache_dir/images/` (a full `save`: the base's tens of GB again for a
+patch of a few KB); the measuring job loads it on its node under a node-local
+lock when missing there and checks that the image ID is the one built.  The base reaches nodes by pulling its
 repository digest (`base_distribution: pull`, registries reachable) or from an
 archive too.  Apptainer builds `.sif` files and pyxis/enroot `.sqsh` files on
 the shared filesystem, which every node reads as they are.
@@ -88,7 +96,12 @@ def inspect_image(rt: List[str], ref: str) -> Optional[Dict[str, Any]]:
     raw = info.get("Id") or info.get("ID") or ""
     # docker says sha256:<hex>, podman <hex>: one form, which both accept as a reference.
     return {"id": raw if raw.startswith("sha256:") or not raw else f"sha256:{raw}",
-            "repo_digests": info.get("RepoDigests") or []}
+            "repo_digests": info.get("RepoDigests") or [], "size": info.get("Size"),
+            "labels": (info.get("Config") or {}).get("Labels") or info.get("Labels") or {}}
+
+
+def tree_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
 
 
 def save_archive(rt: List[str], ref: str, archive: Path, log: IO) -> None:
@@ -132,7 +145,7 @@ def resolve_base(cfg: Dict[str, Any], output: Path, log: IO) -> Dict[str, Any]:
         repo_digest = next((d for d in info["repo_digests"] if d.split("@")[0].endswith(repo.split("/", 1)[-1])), None)
         record.update(kind="container", image_id=info["id"], repo_digest=repo_digest,
                       # What FROM names and a node pulls: the digest, never the re-pushable tag.
-                      pinned=repo_digest or info["id"], image=info["id"])
+                      pinned=repo_digest or info["id"], image=info["id"], bytes=info.get("size"))
         if plat.get("base_distribution", "pull") == "archive" or not repo_digest:
             archive = cache / f"base-{_safe(info['id'].split(':')[-1][:24])}.tar"
             with locked(cache / f".{archive.name}.lock"):
@@ -228,7 +241,9 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
     patches = resolve_patch_series(cfg["experiment"]["patch_series"][series], campaign.project_root,
                                    campaign.cache_dir, log)
     ctx = output.parent / f"{arm}.context"
-    base_from = base["pinned"]
+    # A base that reaches nodes as an archive has no registry digest there (a load does not restore one, and FROM
+    # repo@digest would try the registry): podman names it by its image ID, which survives save and load.
+    base_from = base["image_id"] if base.get("archive") and runtime == "podman" else base["pinned"]
     content_hash = build_context(ctx, patches, {"base_from": base_from, "base_id": base["image_id"], "ref": ref,
                                                 "runtime": runtime, "version": cfg["sglang"]["version"],
                                                 "series": series, "sglang_root": plat["image_sglang_root"]})
@@ -249,7 +264,13 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
         record.update(kind="container", image=info["id"], tag=tag, image_id=info["id"], built=built,
                       content_hash=content_hash)
         record["applied"] = applied_record(rt, tag, log)
-        if plat["image_distribution"] == "archive":
+        if plat["image_distribution"] == "layer":
+            # what a GPU node receives for this image: the context; the base it has (or pulls by digest) already
+            record.update(distribution="layer", context=str(ctx), context_bytes=tree_bytes(ctx),
+                          base_bytes=base.get("bytes"))
+            print(f"arm {arm}: image travels as its build context {ctx} ({record['context_bytes']} bytes; the base "
+                  f"image is {base.get('bytes')} bytes and reaches each node once, by digest)", file=log, flush=True)
+        elif plat["image_distribution"] == "archive":
             # Named by the build's ID: a rebuild of the same recipe (new ID) never reuses an old archive.
             archive = cache / f"{name}-{_safe(info['id'].split(':')[-1][:12])}.tar"
             with locked(cache / f".{archive.name}.lock"):
@@ -312,17 +333,77 @@ def build_enroot_image(base_sqsh: Path, ctx: Path, output: Path, sglang_root: st
         run_logged(["enroot", "remove", "--force", name], log)
 
 
-def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> str:
-    """Make the arm's image present on this node; return the image ID that will run.
+def ensure_base(rt: List[str], base: Dict[str, Any], runtime: str, log: IO) -> None:
+    """The base image on this node: already there, loaded from its archive, or pulled by its digest."""
+    if inspect_image(rt, base["image_id"]) is not None:
+        return
+    if base.get("archive"):
+        print(f"base image: not on this node; loading {base['archive']}", file=log, flush=True)
+        if run_logged([*rt, "load", "-i", base["archive"]], log) != 0:
+            raise ImageError(f"`{runtime} load -i {base['archive']}` failed; see the log")
+    else:
+        print(f"base image: not on this node; pulling {base['pinned']} by digest", file=log, flush=True)
+        if run_logged([*rt, "pull", base["pinned"]], log) != 0:
+            raise ImageError(f"base image {base['pinned']} is not on this node and cannot be pulled")
+    if inspect_image(rt, base["image_id"]) is None:
+        raise ImageError(f"base image {base['pinned']} on this node is not {base['image_id']}, the one the build host "
+                         f"resolved: refusing to build on another base")
+
+
+def layer_on_node(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
+    """`image_distribution: layer`: the patched image built on this node from the shared build context, on the base
+    the build host resolved, and held to the build host's applied record.  Returns the record to run."""
+    plat = cfg["platform"]
+    rt = runtime_command(plat)
+    tag, content_hash, base = record["tag"], record["content_hash"], record["base"]
+
+    def matches(info):
+        labels = (info or {}).get("labels") or {}
+        return labels.get("org.specrepro.content-hash") == content_hash and \
+            labels.get("org.specrepro.base-id") == base["image_id"]
+
+    info = inspect_image(rt, tag)
+    built = False
+    if not matches(info):
+        lock_dir = Path(plat.get("node_lock_dir") or "/tmp")
+        with locked(lock_dir / f"specrepro-layer-{content_hash}.lock"):
+            info = inspect_image(rt, tag)
+            if not matches(info):
+                context = Path(record["context"])
+                if not (context / "Dockerfile").is_file():
+                    raise ImageError(f"image {tag} is not on this node and its build context {context} is missing "
+                                     f"(results_dir must be on a filesystem every node reads)")
+                ensure_base(rt, base, plat["container_runtime"], log)
+                print(f"image {tag}: not on this node; building the patch layer from {context} "
+                      f"({record.get('context_bytes')} bytes) on base {base['image_id']}", file=log, flush=True)
+                if run_logged([*rt, "build", "-t", tag, str(context)], log) != 0:
+                    raise ImageError(f"building {tag} on this node failed; see the log")
+                built = True
+                info = inspect_image(rt, tag)
+    if not matches(info):
+        raise ImageError(f"image {tag} on this node does not carry content hash {content_hash} on base "
+                         f"{base['image_id']}: refusing to run another build")
+    applied = applied_record(rt, tag, log)
+    if applied != record.get("applied"):
+        raise ImageError(f"image {tag} built on this node applied {applied}, the build host's applied "
+                         f"{record.get('applied')}: refusing to run a different patch")
+    return {**record, "image": info["id"], "node_image_id": info["id"], "node_built": built}
+
+
+def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
+    """Make the arm's image present on this node; return the image record to run (for `layer`, the node's own build).
 
     docker/podman: loaded from its archive (or pulled by digest) under a
     node-local lock when missing; refuses an image whose ID differs from the
-    one the image stage recorded.  apptainer/pyxis: the file must be readable.
+    one the image stage recorded.  `layer`: built here from the build context
+    (layer_on_node).  apptainer/pyxis: the file must be readable.
     """
     plat = cfg["platform"]
     runtime = plat["container_runtime"]
     if runtime == "none" or record.get("kind") == "tree":
-        return ""
+        return record
+    if record.get("distribution") == "layer":
+        return layer_on_node(cfg, record, log)
     want = record["image_id"]
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)
@@ -348,8 +429,8 @@ def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> str:
             got = info["id"] if info else None
             raise ImageError(f"image {record['image']} on this node has ID {got}, the image stage recorded {want}: "
                              f"refusing to run a different build")
-        return info["id"]
+        return record
     path = Path(record["image"])
     if not path.is_file():
         raise ImageError(f"image file {path} is not readable on this node (cache_dir must be on the shared filesystem)")
-    return want
+    return record

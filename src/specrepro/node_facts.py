@@ -13,9 +13,19 @@ partitions), so "128 + index" names a device that does not exist, or another
 job's GPU.  Its PCI location is `domain` and `location_id` (bus << 8 | device
 << 3 | function); `unique_id` is what ROCr's GPU-<hex> UUIDs are made of.
 
-CUDA: `nvidia-smi --query-gpu=index,pci.bus_id,uuid,minor_number` (the index
-is CUDA's own order with CUDA_DEVICE_ORDER=PCI_BUS_ID, the device file is
-/dev/nvidia<minor>).
+CUDA: /proc/driver/nvidia/gpus/<pci>/information (the driver's own file: Model,
+GPU UUID, Bus Location, Device Minor; captured on an H200 in
+tests/data/node_facts/h200_proc/), one GPU per PCI device, numbered in Device
+Minor order -- the order of gres.conf's File=/dev/nvidia[0-7], so Slurm's GPU
+indices count it.  procfs is the node's whole table even inside a job whose
+devices Slurm constrains (nvidia-smi there lists only the job's GPUs, numbered
+from 0).  Without the folder, `nvidia-smi --query-gpu=index,pci.bus_id,uuid`
+(nvidia-smi 580 has no `minor_number` field: the capture shows its refusal).
+
+Memory in use, for preflight's idleness check, is read per PCI address, never
+per index: ROCm from the amdgpu driver's sysfs (mem_info_vram_used and _total
+of /sys/bus/pci/devices/<pci>/), CUDA from
+`nvidia-smi --query-gpu=pci.bus_id,memory.used,memory.total`.
 
 `specrepro node-facts [--root DIR] [--gpus LIST]` prints the table and what a
 grant maps to: the one command to run on a node before a campaign.  Tests point
@@ -84,7 +94,7 @@ def rocm_gpus(root: Path = Path("/")) -> List[Gpu]:
             continue
         minor = props.get("drm_render_minor")
         found.append(Gpu(index=len(found), node_id=int(node.name), gpu_id=gpu_id or None, render_minor=minor,
-                         pci=_pci(props.get("domain", 0), props.get("location_id", 0)),
+                         pci=pci_key(_pci(props.get("domain", 0), props.get("location_id", 0))),
                          unique_id=str(props.get("unique_id", "")), device=f"/dev/dri/renderD{minor}",
                          partitions=props.get("num_xcc")))
     if not found:
@@ -92,22 +102,50 @@ def rocm_gpus(root: Path = Path("/")) -> List[Gpu]:
     return found
 
 
-def cuda_gpus(nvidia_smi_csv: Optional[str] = None) -> List[Gpu]:
-    """The node's NVIDIA GPUs from `nvidia-smi --query-gpu=index,pci.bus_id,uuid,minor_number --format=csv,noheader`."""
+NVIDIA_PROC = "proc/driver/nvidia/gpus"
+
+
+def pci_key(text: str) -> str:
+    """One spelling of a PCI address: nvidia-smi's 00000000:18:00.0 and sysfs's 0000:18:00.0 alike."""
+    m = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*", text)
+    if not m:
+        return text.strip().lower()
+    return f"{int(m.group(1), 16):04x}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def _information(path: Path) -> Dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def cuda_gpus(root: Path = Path("/"), nvidia_smi_csv: Optional[str] = None) -> List[Gpu]:
+    """The node's NVIDIA GPUs: the driver's procfs under `root`, else `nvidia-smi --query-gpu=index,pci.bus_id,uuid`."""
+    proc = Path(root) / NVIDIA_PROC
+    infos = [_information(d / "information") for d in sorted(proc.iterdir()) if (d / "information").is_file()] \
+        if proc.is_dir() else []
+    if infos:
+        infos.sort(key=lambda i: int(i.get("Device Minor", "0")))
+        return [Gpu(index=k, node_id=None, gpu_id=None, render_minor=None, pci=pci_key(i.get("Bus Location", "")),
+                    unique_id=i.get("GPU UUID", ""), device=f"/dev/nvidia{i.get('Device Minor')}")
+                for k, i in enumerate(infos)]
     if nvidia_smi_csv is None:
         try:
-            nvidia_smi_csv = subprocess.run(
-                ["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid,minor_number", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=60, check=True).stdout
+            nvidia_smi_csv = subprocess.run(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid", "--format=csv,noheader"],
+                                            capture_output=True, text=True, timeout=60, check=True).stdout
         except (OSError, subprocess.SubprocessError) as exc:
-            raise NodeFactsError(f"nvidia-smi could not list the GPUs: {exc}") from exc
+            raise NodeFactsError(f"{proc}: not there, and nvidia-smi could not list the GPUs: {exc}") from exc
     out = []
     for line in nvidia_smi_csv.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 4 or not cells[0].isdigit():
+        if len(cells) != 3 or not cells[0].isdigit():
             continue
-        out.append(Gpu(index=int(cells[0]), node_id=None, gpu_id=None, render_minor=None, pci=cells[1].lower(),
-                       unique_id=cells[2], device=f"/dev/nvidia{cells[3]}"))
+        # no minor number from nvidia-smi: /dev/nvidia<index> holds where minors follow the index (the usual case)
+        out.append(Gpu(index=int(cells[0]), node_id=None, gpu_id=None, render_minor=None, pci=pci_key(cells[1]),
+                       unique_id=cells[2], device=f"/dev/nvidia{cells[0]}"))
     if not out:
         raise NodeFactsError("nvidia-smi listed no GPU")
     return out
@@ -117,8 +155,37 @@ def node_gpus(accelerator: str, root: Path = Path("/"), nvidia_smi_csv: Optional
     if accelerator == "rocm":
         return rocm_gpus(root)
     if accelerator == "cuda":
-        return cuda_gpus(nvidia_smi_csv)
+        return cuda_gpus(root, nvidia_smi_csv)
     return []
+
+
+def rocm_memory_used(gpus: Sequence[Gpu], root: Path = Path("/")) -> Dict[str, float]:
+    """pci -> fraction of VRAM in use, from the amdgpu driver's sysfs (one PCI device: its partitions together)."""
+    out = {}
+    for g in gpus:
+        dev = Path(root) / "sys" / "bus" / "pci" / "devices" / g.pci
+        try:
+            used = int((dev / "mem_info_vram_used").read_text().strip())
+            total = int((dev / "mem_info_vram_total").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if total > 0:
+            out[g.pci] = used / total
+    return out
+
+
+def nvidia_memory_used(csv: str) -> Dict[str, float]:
+    """pci -> fraction of memory in use, from `nvidia-smi --query-gpu=pci.bus_id,memory.used,memory.total
+    --format=csv,noheader,nounits` (inside a constrained job: the job's GPUs only, keyed by their own address)."""
+    out = {}
+    for line in csv.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 3:
+            try:
+                out[pci_key(cells[0])] = float(cells[1]) / float(cells[2])
+            except (ValueError, ZeroDivisionError):
+                continue
+    return out
 
 
 def _match(token: str, gpus: Sequence[Gpu], source: str) -> Gpu:

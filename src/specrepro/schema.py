@@ -72,9 +72,10 @@ class PlatformConfig:
     base_image: Optional[str] = None
     # Where the base image has sglang installed (editable checkout).
     image_sglang_root: Optional[str] = None
-    # How an image reaches the node that runs it: `archive` (saved under
-    # cache_dir/images on the shared filesystem, loaded on the GPU node under a
-    # node-local lock when missing there) or `node` (one host builds and runs).
+    # How a patched image reaches the node that runs it (docker/podman): `layer` (only the build context travels;
+    # the node brings the base by digest and builds the patch layer, held to the build host's applied record),
+    # `archive` (a full `save` under cache_dir/images, loaded on the GPU node when missing there) or `node` (one
+    # host builds and runs).  apptainer and pyxis images are single files on the shared filesystem either way.
     image_distribution: str = "archive"
     # How the base image reaches GPU nodes: `pull` (by its repository digest) or `archive`.
     base_distribution: str = "pull"
@@ -162,6 +163,16 @@ class Gsm8kSettings:
 
 
 @dataclass
+class ClientDataset:
+    # Where the file lives (the submit host and the GPU nodes see it: a shared folder).
+    path: str = MISSING
+    # Fetched from here once, on the submit host, when the file is absent and downloads are allowed.
+    url: Optional[str] = None
+    # None: none is published; the first fetch records the file's hash and later uses are held to it.
+    sha256: Optional[str] = None
+
+
+@dataclass
 class ServingSettings:
     dataset_name: str = "random"
     input_len: int = 1024
@@ -173,8 +184,19 @@ class ServingSettings:
     # The random dataset samples ShareGPT text; without a path sglang fetches it
     # from the model hub.  Offline clusters must point this at a local copy.
     dataset_path: Optional[str] = None
+    # What the random/sharegpt datasets read when dataset_path is not given: resolved before any GPU job
+    # (specrepro.datasets) and passed as --dataset-path, so the client never downloads inside the GPU job.
+    sharegpt: Optional[ClientDataset] = None
     output_details: bool = True
     extra_args: List[str] = field(default_factory=list)
+
+
+@dataclass
+class CellOf:
+    # A sweep cell (written by specrepro.sweep, never by hand): the benchmark or arm it was made from, and the
+    # level of each factor that made it.
+    base: str = MISSING
+    levels: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -185,6 +207,7 @@ class BenchmarkConfig:
     repeats: Optional[int] = None
     gsm8k: Optional[Gsm8kSettings] = None
     serving: Optional[ServingSettings] = None
+    cell: Optional[CellOf] = None
 
 
 @dataclass
@@ -196,6 +219,27 @@ class ArmConfig:
     patch_series: Optional[str] = None
     extra_server_args: Dict[str, Any] = field(default_factory=dict)
     benchmarks: List[str] = field(default_factory=list)
+    cell: Optional[CellOf] = None
+
+
+@dataclass
+class FactorConfig:
+    # The values the factor takes, in the order the report shows them.
+    levels: List[Any] = MISSING
+    # A client factor: the setting it sets, per benchmark kind (gsm8k: parallel, bench_serving: max_concurrency);
+    # benchmarks of other kinds are not swept by it.  Runs on the arm's one warm server.
+    client: Dict[str, str] = field(default_factory=dict)
+    # A server factor: the sglang server flag it sets (a ServerArgs field name); one launch per level.
+    server: Optional[str] = None
+
+
+@dataclass
+class SweepConfig:
+    # Factor name -> its levels and what it sets (conf/factor/ holds the usual ones).
+    factors: Dict[str, FactorConfig] = field(default_factory=dict)
+    # None: the full grid of every factor's levels; else the treatments to run, each {factor: level} naming
+    # every factor.
+    treatments: Optional[List[Dict[str, Any]]] = None
 
 
 @dataclass
@@ -224,6 +268,12 @@ class ExperimentConfig:
     # accept length beside the measured one: argmax | sampled | argmax_after_first (the prefill's
     # proposal is sampled, every later one is the argmax).
     theory: Dict[str, Any] = field(default_factory=dict)
+    # Factors with levels: client factors run on each arm's one warm server, server factors add a launch per
+    # level (specrepro.sweep turns the grid into cells: benchmarks `gsm8k@concurrency=3`, arms
+    # `pr_rs_on@cuda_graph_max_bs=4`).
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    # `plan` and `run` refuse a campaign whose estimated GPU time exceeds this (None: no budget).
+    max_gpu_hours: Optional[float] = None
 
 
 @dataclass
@@ -235,6 +285,10 @@ class ServeConfig:
     request_timeout_s: float = 600.0
     # Planning figure for `specrepro plan`: seconds one server launch takes to load and capture graphs.
     expected_load_s: float = 600.0
+    # Planning figures for the GPU-time estimate: seconds per output token of one request at concurrency 1
+    # (mean TPOT), and the share of that TPOT each extra concurrent request adds.
+    expected_tpot_ms: float = 10.0
+    expected_tpot_growth: float = 0.05
     # Warm-up per benchmark of the arm: max(this, the benchmark's concurrency) requests shaped like it.
     warmup_requests: int = 2
     # None: sglang's default (40 decode steps a line).

@@ -324,9 +324,10 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         records = result["records"]
         summary = result["summary"]
         metrics = {"accuracy": summary["accuracy"], "invalid_rate": summary["invalid_rate"],
-                   "output_throughput": summary["output_throughput"]}
+                   "output_throughput": summary["output_throughput"], "mean_tpot_ms": summary.get("mean_tpot_ms")}
         requests_rows = [{"request": r["index"], "latency_s": r["latency_s"], "completion_tokens": r["completion_tokens"],
                           "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"],
+                          "tpot_ms": r.get("tpot_ms"),
                           "spec_num_correct_drafts": r.get("spec_num_correct_drafts"),
                           "output": r["output"], "prompt_sha256": r["prompt_sha256"]}
                          for r in records]
@@ -439,6 +440,8 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     serve = cfg["serve"]
     runs = campaign.bench_runs(arm, launch)
     image_id = image.get("image_id", "")
+    # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure)
+    missing = [r.stem for r in runs if not (arm_dir / r.stem / "run.json").is_file()]
     pending = []
     for run in runs:
         state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark, image_id))
@@ -464,7 +467,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
             from specrepro.preflight import run_preflight
 
             gpus, gpu_source = granted_gpus(cfg)
-            ensure_image(cfg, image, log)
+            image = ensure_image(cfg, image, log)
             # Before the model loads: minutes here, not GPU-hours after it.
             preflight = run_preflight(cfg, arm, image, gpus, log, record=arm_dir / "preflight.json")
             facts = {"before": gpu_facts.collect(cfg, arm, image, gpus, log)}
@@ -517,7 +520,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
             events = {e["launch_id"]: e for e in launches.read() if e.get("event") == "start"}
             record = {"arm": arm, "launch": launch, "launch_ids": used,
                       "started": min((events[u]["started"] for u in used if u in events), default=None),
-                      "runs": sorted(measured)}
+                      "runs": sorted(measured), "missing_at_start": missing}
             write_json(output, record)
             return record
         facts_path = arm_dir / "gpu_facts.json"
@@ -532,7 +535,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
                   "placement": serve["placement"], **host_facts(), "image": image,
                   "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm),
                   "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id")),
-                  "effective_config": checks, "validity": validity}
+                  "effective_config": checks, "validity": validity, "missing_at_start": missing}
         write_json(output, record)
         return record
 

@@ -326,6 +326,8 @@ class CampaignTracker:
         for name in ("report.md", "report.html", "analysis.json"):
             if (report_dir / name).is_file():
                 self.artifact(self.parent, report_dir / name, "report")
+        for plot in sorted((report_dir / "plots").glob("*.png")):
+            self.artifact(self.parent, plot, "report/plots")
         if (report_dir / "report.md").is_file():
             # The parent's description (its page's first panel): the report's verdicts without a download.
             text = (report_dir / "report.md").read_text()

@@ -12,6 +12,7 @@ count equal to Snakemake's own dry run).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Dict, List
 
 from specrepro.campaign import Campaign
@@ -19,7 +20,8 @@ from specrepro.config import ConfigError, check_resolved, compose
 
 # Rules of each target, in DAG order; the rules not listed by fan_out run once.
 TARGET_RULES = {
-    "all": ["source", "patch", "patch_check", "base_image", "image", "toy_model", "gpu_check", "resolved_config",
+    "all": ["source", "patch", "patch_check", "base_image", "image", "toy_model", "client_data", "gpu_check",
+            "resolved_config",
             "serve_launch", "serve_bench", "collect", "report",
             "track_campaign", "all"],
     "cpu_stages": ["source", "patch", "patch_check", "cpu_report", "track_cpu_stages", "cpu_stages"],
@@ -73,6 +75,8 @@ def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
         if campaign.launches > 1 else [],
         "serve_bench": [{"arm": a} for a in campaign.arms],
         "toy_model": [{}] if campaign.toy_theory else [],
+        "client_data": [{"benchmark": b} for b in sorted({Path(p).stem for a in campaign.arms
+                                                          for p in campaign.datasets_for_arm(a)})],
     }
 
 

@@ -20,6 +20,7 @@ if CAMPAIGN.launches == 1:
             image=f"{R}/image/{{arm}}.json",
             model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+            datasets=lambda w: CAMPAIGN.datasets_for_arm(w.arm),
             # Its content is keyed per run below; a rewrite alone must not re-measure.
             config=ancient(f"{R}/resolved_config.yaml"),
         output:
@@ -39,6 +40,8 @@ if CAMPAIGN.launches == 1:
         params:
             # Everything that determines what this arm measures: a change reruns it.
             key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            # A removed run record (one sweep cell, one repeat) reruns this job, which measures only it.
+            remeasure=lambda w: CAMPAIGN.runs_to_remeasure(w.arm),
             platform=CAMPAIGN.cfg["platform"]["name"],
             # The server command exactly as `specrepro plan` prints it ($ symbols set at launch).
             launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
@@ -57,6 +60,7 @@ else:
             image=f"{R}/image/{{arm}}.json",
             model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
+            datasets=lambda w: CAMPAIGN.datasets_for_arm(w.arm),
             config=ancient(f"{R}/resolved_config.yaml"),
             previous=lambda w: CAMPAIGN.previous_launch(w.arm, w.launch),
         output:
@@ -73,6 +77,7 @@ else:
             slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
         params:
             key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            remeasure=lambda w: CAMPAIGN.runs_to_remeasure(w.arm, int(w.launch)),
             platform=CAMPAIGN.cfg["platform"]["name"],
             launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
         message:

@@ -169,7 +169,7 @@ def gpu_check_stage(cfg: Dict[str, Any], arm: str, image_record: Path, verdict_j
 
     campaign = Campaign(cfg)
     image = json.loads(Path(image_record).read_text())
-    ensure_image(cfg, image, log)
+    image = ensure_image(cfg, image, log)
     gpus, source = granted_gpus(cfg, needed=1) if cfg["platform"]["accelerator"] != "none" else ([], "no accelerator")
     out = verdict_json.parent / "probe.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,28 +67,38 @@ def remove_stale_containers(cfg: Dict[str, Any], arm: str, log: IO) -> Dict[str,
                   else f"still present after removal: {left}" if left else "none on this node", started)
 
 
-def gpu_memory_used_fraction(gpus: List[int]) -> Optional[Dict[int, float]]:
-    """Memory in use per node GPU from the host's vendor tool; None where no tool answers."""
-    if shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=60)
-        if out.returncode == 0:
-            used = {}
-            for line in out.stdout.strip().splitlines():
-                idx, mem_used, mem_total = (x.strip() for x in line.split(","))
-                used[int(idx)] = float(mem_used) / float(mem_total)
-            return {g: used[g] for g in gpus if g in used}
-    if shutil.which("amd-smi"):
-        from specrepro.gpu_facts import amd_smi_memory_fractions
+def gpu_memory_used_fraction(cfg: Dict[str, Any], gpus: List[int],
+                             nvidia_smi: Optional[str] = None) -> Optional[Dict[int, Optional[float]]]:
+    """Memory in use per granted GPU (node index -> fraction; None: the tool does not report that GPU), matched by
+    PCI address through the node's own table (specrepro.node_facts), never by the tool's index: inside a job whose
+    devices Slurm constrains, nvidia-smi numbers the job's GPUs from 0.  None where nothing can be read."""
+    from specrepro import node_facts as nf
 
-        out = subprocess.run(["amd-smi", "metric", "--mem-usage", "--json"], capture_output=True, text=True, timeout=60)
-        if out.returncode == 0:
-            used = amd_smi_memory_fractions(out.stdout)
-            return {g: used[g] for g in gpus if g in used}
-    return None
+    plat = cfg["platform"]
+    root = Path(plat.get("node_root") or "/")
+    try:
+        table = nf.node_gpus(plat["accelerator"], root)
+    except nf.NodeFactsError:
+        return None
+    chosen = {g: table[g] for g in gpus if g < len(table)}
+    if plat["accelerator"] == "rocm":
+        used = nf.rocm_memory_used(list(chosen.values()), root)
+        if not used:
+            return None  # this driver exposes no VRAM counters at all: nothing to read, unlike one GPU missing
+    else:
+        if nvidia_smi is None:
+            if not shutil.which("nvidia-smi"):
+                return None
+            out = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id,memory.used,memory.total",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=60)
+            if out.returncode != 0:
+                return None
+            nvidia_smi = out.stdout
+        used = nf.nvidia_memory_used(nvidia_smi)
+    return {g: used.get(gpu.pci) for g, gpu in chosen.items()} | {g: None for g in gpus if g not in chosen}
 
 
-def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO) -> Dict[str, Any]:
+def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO, read=gpu_memory_used_fraction) -> Dict[str, Any]:
     started = time.monotonic()
     if not gpus:
         return _check("gpus_idle", True, "no GPUs granted (no accelerator)", started)
@@ -96,13 +106,20 @@ def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO) -> Dict[str, A
     limit = pf["gpu_idle_max_used_fraction"]
     last = None
     while True:
-        used = gpu_memory_used_fraction(gpus)
+        used = read(cfg, gpus)
         if used is None:
-            return _check("gpus_idle", True, "not checked: neither nvidia-smi nor amd-smi answers on this host", started)
+            return _check("gpus_idle", True, "not checked: the node's GPU table or memory counters cannot be read "
+                          "on this host (node_facts)", started)
+        unseen = sorted(g for g, f in used.items() if f is None)
+        if unseen:
+            # a GPU the tool does not report is not idle: it is unknown (and reading it as idle hid busy GPUs)
+            return _check("gpus_idle", False, f"GPUs {unseen} of the grant {gpus}: no memory reading at their PCI "
+                          f"address (`specrepro node-facts` shows the node's table); cannot tell they are idle", started)
         last = used
         busy = {g: f for g, f in used.items() if f > limit}
         if not busy:
-            return _check("gpus_idle", True, f"GPUs {gpus}: memory in use {used} (limit {limit:.0%})", started)
+            return _check("gpus_idle", True, f"GPUs {gpus}: memory in use {used} (limit {limit:.0%}; by PCI address)",
+                          started)
         if time.monotonic() - started > pf["gpu_idle_timeout_s"]:
             return _check("gpus_idle", False,
                           f"GPUs {sorted(busy)} still hold {busy} of their memory after "

@@ -1,0 +1,13 @@
+from pathlib import Path
+
+from specrepro.datasets import resolve_dataset
+from specrepro.stage_log import stage_log
+
+with stage_log(snakemake) as log:
+    resolve_dataset(
+        dict(snakemake.params.source),
+        record=Path(snakemake.output[0]),
+        offline=snakemake.config["offline"],
+        log=log,
+        key=f"benchmarks.{snakemake.wildcards.benchmark}.serving.sharegpt",
+    )
