@@ -92,8 +92,9 @@ def test_every_greedy_output_is_the_models_chain(campaign):
     items = load_test_set(g["test_data"], campaign["results"], True)
     prefix = few_shot_prefix(items, g["num_shots"])
     tokenizer = Tokenizer.from_file(str(Path(cfg["model"]["toy"]["dir"]) / "target" / "tokenizer.json"))
+    arms = (*GREEDY_ARMS, *SAMPLING_ARMS)
     checked = 0
-    for arm in (*GREEDY_ARMS, *SAMPLING_ARMS):
+    for arm in arms:
         for questions in (campaign["results"] / "arms" / arm / "gsm8k").glob("r*/questions.jsonl"):
             for line in questions.read_text().splitlines():
                 q = json.loads(line)
@@ -101,7 +102,8 @@ def test_every_greedy_output_is_the_models_chain(campaign):
                 ids = q["output_ids"]
                 assert ids and ids == expected_chain(campaign["theory"], last, len(ids)), (arm, q["index"])
                 checked += 1
-    assert checked == 5 * 2 * g["num_questions"]
+    repeats = cfg["benchmarks"]["gsm8k"].get("repeats") or cfg["experiment"]["repeats"]
+    assert checked == len(arms) * repeats * g["num_questions"]
 
 
 def test_the_three_accept_length_sources_agree(campaign):
