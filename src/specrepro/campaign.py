@@ -460,6 +460,10 @@ class Campaign:
         skip = set(self.experiment.get("skip_claims") or [])
         return claims_per_level([c for c in load_claims(self.claims_path) if c["id"] not in skip], self.cfg)
 
+    def runs_without_record(self, arm: str, launch: Optional[int] = None) -> List[str]:
+        """The runs of this arm (and launch) that have no run record on disk."""
+        return [r.stem for r in self.bench_runs(arm, launch) if not (self.arm_dir(arm) / r.stem / "run.json").is_file()]
+
     def runs_to_remeasure(self, arm: str, launch: Optional[int] = None) -> List[str]:
         """The serving job's rerun trigger (a Snakemake param): the runs whose record is gone, else what the job's
         last record says was gone when it started.
@@ -468,8 +472,7 @@ class Campaign:
         is invisible to Snakemake's file checks.  The value is the same before and after the job that measures
         them, so that job is the only rerun: a removed cell is measured once, alone, on one launch.
         """
-        runs = self.bench_runs(arm, launch)
-        missing = [r.stem for r in runs if not (self.arm_dir(arm) / r.stem / "run.json").is_file()]
+        missing = self.runs_without_record(arm, launch)
         record = self.arm_dir(arm) / ("launches" if launch else "") / (f"{launch}.json" if launch else "arm.json")
         if missing or not record.is_file():
             return missing

@@ -441,7 +441,7 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     runs = campaign.bench_runs(arm, launch)
     image_id = image.get("image_id", "")
     # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure)
-    missing = [r.stem for r in runs if not (arm_dir / r.stem / "run.json").is_file()]
+    missing = campaign.runs_without_record(arm, launch)
     pending = []
     for run in runs:
         state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark, image_id))
