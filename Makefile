@@ -28,9 +28,16 @@ profiles:
 		else ln -sfn $(CURDIR)/profiles/$$p $$dest && echo "snakemake --profile $$p -> $$dest"; fi; \
 	done
 
+# GSM8K's test set (conf/config.yaml data.gsm8k): fetched from GitHub into .cache/datasets/ and held to its sha256
+# where GitHub is reachable; else give a folder that holds gsm8k/test.jsonl, SPECREPRO_DATA_DIR=/data.  A copy beside
+# this checkout (../shared/data, as in this project's workplace) is used when it is there, and the run says so.
+SHARED_DATA := $(abspath $(CURDIR)/../shared/data)
+export SPECREPRO_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/gsm8k/test.jsonl),$(SHARED_DATA))
+
 # The seed campaign's arms on real sglang 0.5.20 servers on this CPU, with the toy model
 # (conf/experiment/eagle_topk_cpu.yaml); `specrepro run --cpu-only` runs only the checks of the GPU campaign.
 campaign: $(BIN)/.installed
+	@echo "GSM8K: $(if $(SPECREPRO_DATA_DIR),$(SPECREPRO_DATA_DIR)/gsm8k/test.jsonl (SPECREPRO_DATA_DIR),fetched once into .cache/datasets/ (set SPECREPRO_DATA_DIR=FOLDER to read a local copy))"
 	$(BIN)/specrepro run experiment=eagle_topk_cpu $(OVERRIDES)
 
 test: $(BIN)/.installed

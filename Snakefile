@@ -26,6 +26,7 @@ wildcard_constraints:
     arm=arm_constraint(CAMPAIGN),
     launch=r"[1-9][0-9]*",
     benchmark=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 
 
 # Light and network-bound jobs run where Snakemake runs (the submit host
@@ -43,7 +44,7 @@ localrules:
     track_cpu_stages,
     track_campaign,
     resolved_config,
-    client_data,
+    datasets,
 
 
 include: "workflow/rules/source.smk"
@@ -51,7 +52,7 @@ include: "workflow/rules/patch.smk"
 include: "workflow/rules/patch_check.smk"
 include: "workflow/rules/image.smk"
 include: "workflow/rules/toy_model.smk"
-include: "workflow/rules/client_data.smk"
+include: "workflow/rules/datasets.smk"
 include: "workflow/rules/gpu_check.smk"
 include: "workflow/rules/serve_bench.smk"
 include: "workflow/rules/collect.smk"

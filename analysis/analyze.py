@@ -8,7 +8,7 @@ plain dicts, so the report, `specrepro analyze --json` and tests share them.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
@@ -117,8 +117,8 @@ def deltas(runs: pd.DataFrame, baseline: str, floors: Dict, settings: Dict[str, 
 
 def gsm8k_tests(requests: Optional[pd.DataFrame], runs: pd.DataFrame, baseline: Optional[str] = None) -> Dict[str, Any]:
     """Binomial (Wilson) CI per arm and benchmark; McNemar between arms on the same questions; each arm's paired
-    accuracy difference against the baseline with its interval (shown, never a verdict: the seed makes no
-    accuracy claim)."""
+    accuracy difference against the baseline with its interval (shown, never a verdict: accuracy claims are
+    judged only where a claims file names them)."""
     if requests is None or requests.empty or "correct" not in requests.columns:
         return {}
     req = requests[requests["correct"].notna()]
@@ -360,8 +360,8 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
             reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
             questions: Optional[Dict[str, int]] = None, invalid_arms: Optional[Dict[str, List[str]]] = None,
             acceptance: Optional[pd.DataFrame] = None, greedy_benchmarks: List[str] = (),
-            unjudged_metrics: Optional[Dict[str, str]] = None, toy_theory: Optional[Dict[str, Any]] = None,
-            theory_expectations: Optional[Dict[str, Dict[str, str]]] = None,
+            unjudged_metrics: Optional[Dict[str, str]] = None,
+            theory: Optional[Dict[Tuple[str, str], Dict[str, Any]]] = None,
             settings: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """`questions`: benchmark -> distinct questions per repeat (GSM8K), for the accuracy intervals.
 
@@ -370,9 +370,8 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
     steps by drafts accepted (arm, benchmark, repeat, drafts_accepted,
     verify_steps).  `greedy_benchmarks`: the temperature-0 benchmarks whose
     outputs every arm is compared on against the baseline.  `unjudged_metrics`: metric -> why claims on it
-    are shown, not judged (the platform's or the model's).  `toy_theory` (a toy model's theory.json) and
-    `theory_expectations` (arm -> benchmark -> argmax | sampled | argmax_after_first): measured accept
-    length beside what the model predicts.  `settings`: the campaign's `analysis:` block (alpha, the
+    are shown, not judged (the platform's or the model's).  `theory`: (arm, benchmark) -> the draft's rule and
+    its acceptance (checks.theory_check): measured accept length beside what theory predicts.  `settings`: the campaign's `analysis:` block (alpha, the
     multiplicity policy, the between-launch priors).
     """
     settings = {**DEFAULT_SETTINGS, **(settings or {})}
@@ -415,6 +414,5 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
         "launch_noise": {"prior": settings["launch_noise_prior"], "source": settings["launch_noise_source"],
                          "measured": by_launch},
         "unjudged_metrics": unjudged_metrics or {},
-        "toy_theory": (checks.toy_theory_check(runs, requests, toy_theory, theory_expectations or {})
-                       if toy_theory else []),
+        "theory": checks.theory_check(runs, requests, theory) if theory else [],
     }

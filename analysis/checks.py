@@ -262,63 +262,31 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
     return out
 
 
-# How close an argmax-path accept length must sit to theory (the toy model's draft always agrees then).
-THEORY_ARGMAX_TOLERANCE = 0.02
+def theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame],
+                 predictions: Dict[Tuple[str, str], Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Measured accept length per (arm, benchmark) beside what theory predicts for the draft's rule there.
 
-
-def _step_moments(p: float, drafts: int) -> Tuple[float, float]:
-    """Mean and variance of tokens committed in one verify step whose drafts are each right with probability p,
-    accepted until the first wrong one (a sampling draft on the toy model)."""
-    probs = [(p ** a) * (1 - p) for a in range(drafts)] + [p ** drafts]
-    mean = sum((1 + a) * q for a, q in enumerate(probs))
-    var = sum(((1 + a) - mean) ** 2 * q for a, q in enumerate(probs))
-    return mean, var
-
-
-def toy_theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame], theory: Dict[str, Any],
-                     expectations: Dict[str, Dict[str, str]]) -> List[Dict[str, Any]]:
-    """Measured accept length per (arm, benchmark) beside what the toy model predicts.
-
-    argmax: every draft is the target's argmax: steps + 1 (within 2%).
-    sampled: each step accepts its drafts with the P(argmax) of the tokens they follow: theory gives the mean
-    over tokens and its range; the band adds 3 standard errors of the run's verify steps.
-    argmax_after_first: the request's first verify step samples (its proposal comes from the prefill), the
-    rest are argmax: steps + 1 - steps * (1 - p) / (verify steps per request), within 2%.
+    `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.theory: the rule, its drafts per
+    verify step, and the acceptance of a request's first draft and of every other one).  The run's verify steps
+    (meta_info spec_verify_ct) give the prediction's sampling error and, where a request's first proposal follows
+    another rule, the weight of its first step.
     """
-    drafts = int(theory["num_steps"])
-    argmax = float(theory["argmax_accept_length"])
-    p_mean = float(theory["p_argmax"]["mean"])
-    sampled = theory["sampled_accept_length"]
-    _, var = _step_moments(p_mean, drafts)
+    from specrepro.theory import predict
+
     measured = runs[runs["metric"] == "accept_length"].groupby(["arm", "benchmark"])["value"].mean()
     out = []
-    for arm, per_bench in expectations.items():
-        for bench, kind in per_bench.items():
-            if (arm, bench) not in measured.index:
-                continue
-            value = float(measured[(arm, bench)])
-            steps = None
-            if requests is not None and "spec_verify_ct" in requests.columns:
-                r = requests[(requests["arm"] == arm) & (requests["benchmark"] == bench)]["spec_verify_ct"].dropna()
-                steps = (float(r.sum()), float(r.mean())) if len(r) else None
-            row = {"arm": arm, "benchmark": bench, "kind": kind, "measured": value}
-            if kind == "argmax":
-                row.update(expected=argmax, low=argmax * (1 - THEORY_ARGMAX_TOLERANCE),
-                           high=argmax * (1 + THEORY_ARGMAX_TOLERANCE))
-            elif kind == "argmax_after_first":
-                if not steps:
-                    row.update(expected=None, low=None, high=None, agrees=None,
-                               why="needs verify steps per request (meta_info spec_verify_ct)")
-                    out.append(row)
-                    continue
-                expected = argmax - drafts * (1 - p_mean) / steps[1]
-                row.update(expected=expected, low=expected * (1 - THEORY_ARGMAX_TOLERANCE),
-                           high=expected * (1 + THEORY_ARGMAX_TOLERANCE))
-            else:
-                se = math.sqrt(var / steps[0]) if steps else 0.0
-                row.update(expected=float(sampled["mean"]), low=float(sampled["min"]) - 3 * se,
-                           high=float(sampled["max"]) + 3 * se, verify_steps=steps[0] if steps else None)
-            row["agrees"] = row["low"] <= value <= row["high"]
-            row["relative_to_argmax"] = value / argmax - 1
-            out.append(row)
+    for (arm, bench), model in predictions.items():
+        if (arm, bench) not in measured.index:
+            continue
+        value = float(measured[(arm, bench)])
+        total = per_request = None
+        if requests is not None and "spec_verify_ct" in requests.columns:
+            r = requests[(requests["arm"] == arm) & (requests["benchmark"] == bench)]["spec_verify_ct"].dropna()
+            if len(r):
+                total, per_request = float(r.sum()), float(r.mean())
+        row = {"arm": arm, "benchmark": bench, "measured": value,
+               **predict(model["rule"], model["steps"], model["first"], model["rest"], total, per_request)}
+        row["agrees"] = None if row["expected"] is None else bool(row["low"] <= value <= row["high"])
+        row["relative_to_argmax"] = value / (model["steps"] + 1) - 1
+        out.append(row)
     return out

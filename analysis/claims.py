@@ -1,16 +1,16 @@
 """The claims file: what a campaign sets out to reproduce, checked before any job runs.
 
     claims:
-      - id: pr_raises_accept_length        # unique
+      - id: patched_raises_accept_length   # unique
         text: ...                          # what the PR says, shown in the report
         benchmark: gsm8k                   # a benchmark of the experiment
         metric: accept_length              # a metric that benchmark's kind records
         expect: increase                   # decrease | increase | equal | not_below | zero | outputs_unchanged
-        arm: pr_rs_on                      # not for `zero`
-        against: main_rs_on                # not for `zero`
+        arm: patched                       # not for `zero`
+        against: baseline                  # not for `zero`
         arms: [..]                         # `zero` only; default every arm that runs the benchmark
         margin: 0.02                       # optional: relative band for equal / not_below
-        from: main_rs_on                   # `restores` only: the broken level; `against` is the level to reach
+        from: broken                       # `restores` only: the broken level; `against` is the level to reach
         fraction: 0.9                      # `restores` only: the share of the gap the arm must close
         predicted:                         # optional: what the pinned code is known to give, and why
           verdict: NOT REPRODUCED          #   (the PR describes its own base); shown beside the verdict

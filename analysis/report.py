@@ -7,15 +7,14 @@ import json
 import math
 from html import escape
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 GPU_STATEMENT = (
-    "What needs a GPU: the image build on the GPU platform, the gpu_check of each arm (the patch's graph "
-    "capture and replay on one GPU inside the arm's image), one sglang server per arm with the model's "
-    "weights, and the GSM8K and bench_serving measurements against it. Those stages were not run by this "
-    "command; on a CPU machine specrepro runs the source, patch and patch_check stages for real (the "
-    "patched sglang functions execute on CPU tensors) and checks the CUDA-graph half of the patch in "
-    "source only."
+    "What needs a GPU: the image build on the GPU platform, the GPU checks the patch series declare (run by "
+    "gpu_check on one GPU inside each arm's image), one sglang server per arm with the model's weights, and the "
+    "benchmarks against it. Those stages were not run by this command; on a CPU machine specrepro runs the source, "
+    "patch and patch_check stages for real: every series' generic checks and its own CPU checks, whose verdicts "
+    "above say what they executed and what they read from source only."
 )
 
 
@@ -54,14 +53,14 @@ def _cell(summary: Dict, arm: str, bench: str, metric: str, digits: int = 3) -> 
     return f"{s['mean']:.{digits}f}{pm}"
 
 
-# The seed's two tables: (title, benchmark, [(header, metric, digits, seed figure beside it)]).
-SEED_TABLES = [
-    ("GSM8K (accept length is the metric the fix moves)", "gsm8k",
-     [("accept len", "accept_length", 3, True), ("accuracy", "accuracy", 3, True), ("invalid", "invalid_rate", 3, True)]),
-    ("bench_serving (read mean TPOT, not median)", "bench_serving",
-     [("mean TPOT (ms)", "mean_tpot_ms", 2, True), ("median TPOT (ms)", "median_tpot_ms", 2, False),
-      ("output tok/s", "output_throughput", 1, True)]),
-]
+# How a metric reads in a headline table: header and digits.
+METRIC_FORMAT = {
+    "accept_length": ("accept len", 3), "accuracy": ("accuracy", 3), "invalid_rate": ("invalid", 3),
+    "mean_tpot_ms": ("mean TPOT (ms)", 2), "median_tpot_ms": ("median TPOT (ms)", 2),
+    "output_throughput": ("output tok/s", 1), "total_throughput": ("total tok/s", 1),
+    "request_throughput": ("req/s", 2), "mean_ttft_ms": ("mean TTFT (ms)", 1), "mean_itl_ms": ("mean ITL (ms)", 2),
+}
+BENCHMARK_KIND_TITLES = {"gsm8k": "GSM8K-style benchmarks", "bench_serving": "bench_serving benchmarks"}
 
 
 def reference_applies(cfg: Dict[str, Any]) -> bool:
@@ -71,25 +70,45 @@ def reference_applies(cfg: Dict[str, Any]) -> bool:
             and (exp.get("reference_model") in (None, cfg["model"]["name"])))
 
 
-def seed_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
-    """The seed's two tables in its shape: every cell mean ± 95% CI, the seed's figure beside it."""
+def headline_metrics(cfg: Dict[str, Any], bench: str, claims: List[Dict[str, Any]]) -> List[str]:
+    """The benchmark's headline metrics (benchmarks.<b>.headline.metrics), else those its claims name."""
+    own = ((cfg["benchmarks"][bench].get("headline") or {}).get("metrics") or [])
+    return list(own) or list(dict.fromkeys(c["metric"] for c in claims if c.get("benchmark") == bench and c.get("metric")))
+
+
+def headline_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """One table per benchmark the campaign ran (a sweep's cells are in "Across factors"), grouped by kind: every
+    cell mean ± 95% CI, the published figure beside it where the experiment gives one."""
     summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
     ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
+    ran = {s["benchmark"] for s in analysis["summary"]}
     lines: List[str] = []
-    for title, bench, columns in SEED_TABLES:
-        if bench not in cfg["benchmarks"]:
-            continue  # not in this campaign (a sweep's cells are in "Across factors")
-        header = ["arm"] + [h for h, _, _, seed in columns for h in ((h, "seed") if seed else (h,))]
-        lines += [f"### {title}", "", *table_head(*header)]
-        for arm in cfg["experiment"]["arms"]:
-            published = ref.get(arm, {}).get(bench, {})
-            cells = [arm]
-            for _, metric, digits, seed in columns:
-                cells.append(_cell(summary, arm, bench, metric, digits))
-                if seed:
-                    cells.append(_fmt(published.get(metric), digits))
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+    for kind, title in BENCHMARK_KIND_TITLES.items():
+        benches = [b for b, v in cfg["benchmarks"].items() if v["kind"] == kind and not v.get("cell") and b in ran]
+        if not benches:
+            continue
+        lines += [f"### {title}", ""]
+        for bench in benches:
+            metrics = headline_metrics(cfg, bench, analysis.get("claims") or [])
+            if not metrics:
+                continue
+            published = {m for arm in ref.values() for m in (arm.get(bench) or {})}
+            note = (cfg["benchmarks"][bench].get("headline") or {}).get("note")
+            header = ["arm"]
+            for m in metrics:
+                header += [METRIC_FORMAT.get(m, (m, 3))[0]] + (["published"] if m in published else [])
+            lines += [f"**{bench}**" + (f" ({note})" if note else ""), "", *table_head(*header)]
+            for arm in cfg["experiment"]["arms"]:
+                if not any((arm, bench, m) in summary for m in metrics):
+                    continue
+                cells = [arm]
+                for m in metrics:
+                    digits = METRIC_FORMAT.get(m, (m, 3))[1]
+                    cells.append(_cell(summary, arm, bench, m, digits))
+                    if m in published:
+                        cells.append(_fmt((ref.get(arm, {}).get(bench) or {}).get(m), digits))
+                lines.append("| " + " | ".join(cells) + " |")
+            lines.append("")
     if not reference_applies(cfg) and cfg["experiment"].get("reference"):
         exp = cfg["experiment"]
         lines.append(f"The published figures were measured with {exp.get('reference_model')} on "
@@ -122,14 +141,17 @@ def claims_table(analysis: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def accuracy_section(analysis: Dict[str, Any]) -> str:
+def accuracy_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
     """Accuracy shown, never judged: each arm against the baseline on the same questions, paired."""
     rows = (analysis.get("gsm8k") or {}).get("paired") or []
     if not rows:
         return ""
+    said = cfg["experiment"].get("accuracy_note") or (
+        "No claim of this experiment is about accuracy." if not any(c.get("metric") == "accuracy"
+                                                                    for c in analysis.get("claims") or []) else "")
     lines = ["### Accuracy (shown, not judged)", "",
              "Per question, each arm's answer against the baseline's (the majority over repeats); n is the number of "
-             "distinct questions.  The seed makes no accuracy claim.", "",
+             f"distinct questions.  {said}".rstrip(), "",
              *table_head("benchmark", "arm", "against", "questions", "arm right only", "baseline right only",
                          "difference (95% CI)")]
     for r in rows:
@@ -138,33 +160,36 @@ def accuracy_section(analysis: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def toy_theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
-    """Measured accept length beside what the toy model predicts (specrepro.toy_model)."""
-    rows = analysis.get("toy_theory") or []
+def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.theory)."""
+    rows = analysis.get("theory") or []
     if not rows:
         return ""
-    kinds = {"argmax": "argmax draft: every draft accepted",
-             "sampled": "sampling draft: 1 + p + p^2 + ... per step",
-             "argmax_after_first": "argmax after the request's first step (its prefill proposal samples)"}
-    lines = ["### Accept length against the toy model's theory", "",
-             f"Model `{cfg['model']['name']}`: what theory predicts from its weights (theory.json), beside the "
-             "measured accept length (tokens committed per verify step).", "",
-             *table_head("arm", "benchmark", "draft proposes", "measured", "expected", "band", "agrees")]
+    source = (f"from the weights of `{cfg['model']['name']}`, which the pipeline builds" if cfg["model"].get("toy")
+              else "from the acceptance the experiment declares")
+    lines = ["### Accept length against theory", "",
+             f"What theory predicts for each arm's draft rule (experiment.theory; P(accept) {source}; greedy "
+             "verification), beside the measured accept length (tokens committed per verify step).", "",
+             *table_head("arm", "benchmark", "the draft", "measured", "expected", "band", "agrees")]
     for r in rows:
         band = "-" if r.get("low") is None else f"{r['low']:.3f} .. {r['high']:.3f}"
         agrees = {True: "yes", False: "**no**", None: "-"}[r.get("agrees")]
-        lines.append(f"| {r['arm']} | {r['benchmark']} | {kinds[r['kind']]} | {r['measured']:.3f} | "
+        lines.append(f"| {r['arm']} | {r['benchmark']} | {r['rule']} | {r['measured']:.3f} | "
                      f"{_fmt(r.get('expected'))} | {band} | {agrees} |")
     return "\n".join(lines)
 
 
-HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms", "median_tpot_ms", "output_throughput")
+def shown_metrics(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> set:
+    """The metrics the report's detail tables show: every benchmark's headline metrics and every claim's."""
+    return ({m for b in cfg["benchmarks"] for m in headline_metrics(cfg, b, analysis.get("claims") or [])}
+            | {c["metric"] for c in analysis.get("claims") or [] if c.get("metric")})
 
 
-def noise_table(analysis: Dict[str, Any]) -> str:
+def noise_table(analysis: Dict[str, Any], metrics: Optional[set] = None) -> str:
+    """Each benchmark and metric's noise floors (`metrics`: those shown; None: all)."""
     lines = table_head("benchmark", "metric", "within a launch (CV)", "from", "between launches (prior CV)")
     for n in analysis["noise_floors"]:
-        if n["metric"] not in HEADLINE_METRICS:
+        if metrics is not None and n["metric"] not in metrics:
             continue
         floor, prior = n["noise_floor"], n.get("launch_prior")
         lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | "
@@ -216,6 +241,21 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> st
         lines.append(f"- **Fingerprint mismatch: {d['arm']} differs from {d['baseline']} in {what}**; its deltas "
                      f"against {d['baseline']} may come from that, not from the change.")
     return "\n".join(lines).rstrip()
+
+
+def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
+    """Each patch series the arms run, in its own words (patches/<series>/series.yaml), and which arms run it."""
+    from specrepro.series import load_series, series_folder
+
+    lines = []
+    for name in cfg["experiment"].get("patch_series") or {}:
+        arms = [a for a, v in cfg["experiment"]["arms"].items() if v.get("patch_series") == name]
+        if not arms:
+            continue
+        spec = load_series(series_folder(cfg, name))
+        source = f" ({spec['source']})" if spec.get("source") else ""
+        lines.append(f"- Change `{name}`: {spec['title']}{source}; arms {', '.join(arms)}.")
+    return [*lines, ""] if lines else []
 
 
 def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:
@@ -343,7 +383,7 @@ def attribution_section(analysis: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any], metrics: set) -> str:
     """With 2+ launches per arm: the order they ran in, and the noise split into its two parts."""
     records = []
     for path in sorted(Path(cfg["results_dir"], "arms").glob("*/launches/*.json")):
@@ -358,7 +398,7 @@ def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
              *table_head("arm", "benchmark", "metric", "launches", "repeats per launch", "within-launch CV",
                          "between-launch CV")]
     for v in analysis.get("launch_variance") or []:
-        if v["metric"] not in HEADLINE_METRICS:
+        if v["metric"] not in metrics:
             continue
         cells = [f"{x:.2%}" if x is not None else "-" for x in (v["within_launch_cv"], v["between_launch_cv"])]
         lines.append(f"| {v['arm']} | {v['benchmark']} | {v['metric']} | {v['launches']} | "
@@ -389,10 +429,11 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
-    from specrepro.toy_model import load_theory
-
     from specrepro.campaign import Campaign
+    from specrepro.config import theory_entries
     from specrepro.sweep import claims_per_level
+    from specrepro.theory import predictions
+    from specrepro.toy_model import acceptance as toy_acceptance
 
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skipped], cfg)
@@ -403,8 +444,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                        cfg["experiment"].get("reference_repeats"), questions,
                        invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),
                        acceptance=acceptance, greedy_benchmarks=greedy, unjudged_metrics=unjudged_metrics(cfg),
-                       toy_theory=load_theory(Path(toy["dir"])) if toy else None,
-                       theory_expectations=cfg["experiment"].get("theory"), settings=cfg.get("analysis"))
+                       theory=predictions(theory_entries(cfg), cfg["model"],
+                                          lambda t: toy_acceptance(Path(toy["dir"]), t)) if cfg["experiment"].get("theory")
+                       else None, settings=cfg.get("analysis"))
     run_records = run_records_of(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
@@ -412,6 +454,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     parts = [
         f"# {cfg['experiment']['name']}: results",
         "",
+        *([f"> {cfg['experiment']['description']}", ""] if cfg["experiment"].get("description") else []),
+        *changes_under_test(cfg),
         executed_statement(cfg, records),
         "",
         placement_statement(cfg),
@@ -420,8 +464,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "repeats: " + ", ".join(f"{b} {(v.get('repeats') or cfg['experiment']['repeats'])}"
                                 for b, v in cfg["benchmarks"].items()) + "; one server per arm.",
         "",
-        *([tables, ""] if (tables := seed_tables(cfg, analysis)) else []),
-        *([toy_theory_section(cfg, analysis), ""] if analysis.get("toy_theory") else []),
+        *([tables, ""] if (tables := headline_tables(cfg, analysis)) else []),
+        *([theory_section(cfg, analysis), ""] if analysis.get("theory") else []),
         *([sweep_section(cfg, runs, analysis), ""] if "base_arm" in runs.columns else []),
         "### Claims",
         "",
@@ -430,10 +474,10 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         "",
         "### Noise floors",
         "",
-        noise_table(analysis),
+        noise_table(analysis, shown_metrics(cfg, analysis)),
     ]
-    for section in (launches_section(cfg, analysis), arm_checks_section(records, run_records),
-                    output_agreement_section(analysis), accuracy_section(analysis),
+    for section in (launches_section(cfg, analysis, shown_metrics(cfg, analysis)), arm_checks_section(records, run_records),
+                    output_agreement_section(analysis), accuracy_section(cfg, analysis),
                     acceptance_section(analysis), attribution_section(analysis)):
         if section:
             parts += ["", section]

@@ -111,7 +111,8 @@ def two_modes(values: Sequence[float]) -> Optional[Dict[str, float]]:
 
 
 def median_in_one_mode(values: Sequence[float]) -> Dict[str, object]:
-    """The seed's warning: with two modes, the median sits inside one and hides the other."""
+    """With two modes (speculative decoding's accepted and rejected steps), the median sits inside one and hides the
+    other."""
     x = np.asarray(values, dtype=float)
     bc = bimodality_coefficient(x)
     modes = two_modes(x)

@@ -88,7 +88,7 @@ def bench_gsm8k_client(tmp: Path) -> dict:
     try:
         server.wait_ready(30)
         settings = cfg["benchmarks"]["gsm8k"]["gsm8k"]
-        items = gsm8k.load_test_set(settings["test_data"], campaign.cache_dir, True)
+        items = gsm8k.load_test_set(cfg["data"][settings["test_data"]])
         start = time.perf_counter()
         gsm8k.run_gsm8k(server.base_url, settings, items)
         rate = 200 / (time.perf_counter() - start)

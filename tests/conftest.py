@@ -16,6 +16,34 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
+# The tests read GSM8K from the copy beside this checkout (its sha256 is in its README), never from the network:
+# conf/config.yaml's data.gsm8k.path follows SPECREPRO_DATA_DIR.
+os.environ["SPECREPRO_DATA_DIR"] = str(SHARED_GSM8K.parent)
+
+
+def series_module(series: str, module: str):
+    """A module of a patch series' own checks (patches/<series>/checks/), imported as its judge imports it."""
+    import importlib
+
+    checks = str(ROOT / "patches" / series / "checks")
+    if checks not in sys.path:
+        sys.path.insert(0, checks)
+    return importlib.import_module(module)
+
+
+def series_copy(series: str, dest: Path, **check_args) -> Path:
+    """A copy of patches/<series>/ whose checks take other probe arguments (check name -> args): a smaller run."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(ROOT / "patches" / series, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    spec = yaml.safe_load((dest / "series.yaml").read_text())
+    for check in spec.get("checks") or []:
+        if check["name"] in check_args:
+            check["args"] = check_args[check["name"]]
+    (dest / "series.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return dest
 
 
 def specrepro(*args, env=None, check=True, timeout=3600):

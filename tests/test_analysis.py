@@ -180,14 +180,31 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
     assert bad.returncode == 2 and "missing.csv" in bad.stderr
 
 
-def test_seed_tables_have_the_seeds_shape():
+def test_headline_tables_have_the_seeds_shape_in_the_experiments_words():
     from specrepro.config import compose
-    from specrepro.analysis.report import seed_tables
+    from specrepro.analysis.report import headline_tables
 
-    text = seed_tables(compose(), analyze(seed_table(), None, "main_rs_off"))
-    assert "| arm | accept len | seed | accuracy | seed | invalid | seed |" in text
+    text = headline_tables(compose(), analyze(seed_table(), None, "main_rs_off"))
+    # each benchmark's table, its note from the experiment's own file, the published figure beside each metric
+    assert "**gsm8k** (accept length is the metric the fix moves)" in text
+    assert "**bench_serving** (read mean TPOT, not median)" in text
+    assert "| arm | accept len | published | accuracy | published | invalid | published |" in text
     assert "| pr_rs_on | 3.882 (n=1) | 3.882 | 0.940 (n=1) | 0.940 | 0.000 (n=1) | 0.000 |" in text
+    # median TPOT has no published figure: no column for one
     assert "| main_rs_on | 3.29 (n=1) | 3.29 | not run | 285.7 (n=1) | 285.7 |" in text
+    assert text.index("### GSM8K-style benchmarks") < text.index("### bench_serving benchmarks")
+
+
+def test_every_benchmark_the_campaign_ran_gets_a_headline_table():
+    """gsm8k_sampled is a benchmark like any other: its table is up front, not deep in the report."""
+    from specrepro.config import compose
+    from specrepro.analysis.report import headline_tables
+
+    runs = pd.concat([seed_table(), seed_table().query("benchmark == 'gsm8k'").assign(benchmark="gsm8k_sampled")])
+    text = headline_tables(compose(), analyze(runs, None, "main_rs_off"))
+    assert "**gsm8k_sampled**" in text and "**gsm8k** (" in text
+    sampled = text.split("**gsm8k_sampled**", 1)[1].split("**", 1)[0]
+    assert "| pr_rs_on | 3.882 (n=1) |" in sampled and "published" not in sampled.split("\n")[2]
 
 
 def test_accept_length_up_with_much_worse_tpot_is_flagged():

@@ -1,5 +1,6 @@
-"""Client datasets resolved before any GPU job (specrepro.datasets, the client_data rule): fetched once on the submit
-host over real HTTP, checksummed, recorded, handed to sglang's client as --dataset-path; refused offline."""
+"""Data files resolved before any job reads them (specrepro.datasets, the datasets rule): fetched once on the submit
+host over real HTTP, checksummed, recorded, handed to sglang's client as --dataset-path; refused offline naming the key
+to set."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_fetched_once_recorded_then_held_to_its_hash(tmp_path, http_folder):
     log = io.StringIO()
     first = resolve_dataset(source, tmp_path / "r1.json", False, log, "benchmarks.b.serving.sharegpt")
     assert first["fetched_now"] and first["bytes"] == (served / "ShareGPT_V3_unfiltered_cleaned_split.json").stat().st_size
-    assert "none published" in first["verified_by"] and "client_data: fetching" in log.getvalue()
+    assert "none published" in first["verified_by"] and "datasets: fetching" in log.getvalue()
     (served / "ShareGPT_V3_unfiltered_cleaned_split.json").unlink()  # no second download happens
     again = resolve_dataset(source, tmp_path / "r2.json", False, io.StringIO(), "benchmarks.b.serving.sharegpt")
     assert not again["fetched_now"] and again["sha256"] == first["sha256"] and "recorded at its first fetch" in again["verified_by"]
@@ -60,19 +61,41 @@ def test_missing_offline_or_unreachable_names_the_file_to_provide(tmp_path):
 
 
 def test_offline_campaign_without_the_file_is_refused_at_validation(tmp_path):
-    with pytest.raises(ConfigError, match=r"benchmarks.bench_serving.serving.sharegpt.path: offline=true, but .* is not there"):
+    with pytest.raises(ConfigError, match=r"benchmarks.bench_serving.serving.sharegpt.path: .* is not there and it "
+                                          r"cannot be fetched \(offline=true\): put the file there"):
         compose(["offline=true", f"cache_dir={tmp_path}"])
+
+
+def test_gsm8k_is_read_from_its_configured_path_and_nothing_points_outside_the_repository(tmp_path, monkeypatch):
+    """The default GSM8K path is the cache; offline without it, the error names data.gsm8k.path and the sha256."""
+    monkeypatch.delenv("SPECREPRO_DATA_DIR")
+    cfg = compose([f"cache_dir={tmp_path}", "offline=false"])
+    assert cfg["data"]["gsm8k"]["path"] == str(tmp_path / "datasets" / "gsm8k" / "test.jsonl")
+    with pytest.raises(ConfigError) as info:
+        compose([f"cache_dir={tmp_path}", "offline=true"])
+    assert (f"data.gsm8k.path: {tmp_path}/datasets/gsm8k/test.jsonl is not there and it cannot be fetched "
+            f"(offline=true): put the file there (sha256 3730d312") in str(info.value)
+    assert "set data.gsm8k.path=FILE" in str(info.value)
+    # every gsm8k benchmark and the toy model's corpus read that one entry
+    toy = compose([f"cache_dir={tmp_path}", "experiment=eagle_topk_cpu"])
+    assert {b["gsm8k"]["test_data"] for b in toy["benchmarks"].values() if b["kind"] == "gsm8k"} == {"gsm8k"}
+    assert toy["model"]["toy"]["corpus"] == "gsm8k"
+    for path in (ROOT / "conf").rglob("*.yaml"):
+        assert "../shared" not in path.read_text(), path
 
 
 def test_the_client_gets_the_resolved_file_and_the_measuring_job_waits_for_it(tmp_path):
     campaign = Campaign(compose([f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]))
     argv = campaign.bench_serving_argv("bench_serving", 1, "http://h:1", "out.jsonl")
     assert argv[argv.index("--dataset-path") + 1] == str(tmp_path / "c" / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json")
-    assert campaign.datasets_for_arm("main_rs_on") == [str(tmp_path / "r" / "datasets" / "bench_serving.json")]
-    assert campaign.datasets_for_arm("main_rs_on_nocg") == []  # GSM8K only
+    assert campaign.datasets_for_arm("main_rs_on") == [str(tmp_path / "r" / "datasets" / f"{b}.json")
+                                                      for b in ("gsm8k", "gsm8k_sampled", "bench_serving")]
+    # GSM8K's test set is resolved the same way, once for every benchmark that reads it
+    assert campaign.datasets_for_arm("main_rs_on_nocg") == [str(tmp_path / "r" / "datasets" / "gsm8k.json")]
+    assert campaign.data_source("gsm8k_sampled") == (campaign.cfg["data"]["gsm8k"], "data.gsm8k")
 
 
-def test_the_client_data_rule_runs_on_the_submit_host_with_real_snakemake(tmp_path, http_folder):
+def test_the_datasets_rule_runs_on_the_submit_host_with_real_snakemake(tmp_path, http_folder):
     _, url = http_folder
     results = tmp_path / "results"
     target = results / "datasets" / "bench_serving.json"
@@ -83,4 +106,4 @@ def test_the_client_data_rule_runs_on_the_submit_host_with_real_snakemake(tmp_pa
     assert out.returncode == 0, out.stdout + out.stderr
     record = json.loads(target.read_text())
     assert record["path"] == str(tmp_path / "cache" / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json")
-    assert "client_data: fetching" in (results / "logs" / "client_data" / "bench_serving.log").read_text()
+    assert "datasets: fetching" in (results / "logs" / "datasets" / "bench_serving.log").read_text()

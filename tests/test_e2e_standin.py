@@ -13,7 +13,7 @@ import subprocess
 import pandas as pd
 import pytest
 
-from conftest import specrepro, standin_overrides, standin_processes, write_behaviour
+from conftest import series_copy, specrepro, standin_overrides, standin_processes, write_behaviour
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +25,11 @@ def campaign(tmp_path_factory, standin_assets, check_python):
     env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
     # gpu_check on: its rule runs in the DAG (on this CPU: the eager half and sglang's graph runner driven
     # eagerly; the CUDA graphs say "needs a GPU")
+    # (the seed series' own GPU check with fewer rows and replays: a CPU runs them eagerly)
+    series = series_copy("eagle_topk", results.parent / "eagle_topk_series",
+                         draft_graph=["--greedy-rows", "512", "--runner-replays", "40"])
     overrides = standin_overrides(results, standin_assets) + [
-        "gpu_check.enabled=always", "gpu_check.greedy_rows=512", "gpu_check.runner_replays=40"]
+        "gpu_check.enabled=always", f"experiment.patch_series.eagle_topk={series}"]
     proc = specrepro("run", *overrides, env=env, timeout=3000)
     return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
             "behaviour": behaviour}

@@ -1,4 +1,5 @@
-"""The gpu_check stage: judged records from a real H200 run, and the stage itself on this CPU.
+"""The seed series' GPU check (patches/eagle_topk/checks: probe_gpu.py, judge_gpu.py) and the generic gpu_check stage:
+judged records from a real H200 run, and the stage itself on this CPU.
 
 tests/data/gpu_check/h200_probe_*.json are the probe's own records from a lent
 NVIDIA H200 (torch 2.11.0+cu130, driver 580.159.04), run by
@@ -19,9 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, series_copy, series_module
 from specrepro.config import compose
-from specrepro.gpu_check import GpuCheckError, gpu_check_stage, judge, refuse_failed, render_markdown
+from specrepro.gpu_check import GpuCheckError, gpu_check_stage, refuse_failed
+
+judge_gpu = series_module("eagle_topk", "judge_gpu")
+judge, runner_checks = judge_gpu.judge, judge_gpu.runner_checks
 
 DATA = ROOT / "tests" / "data" / "gpu_check"
 
@@ -55,7 +59,8 @@ def test_h200_record_of_the_unpatched_tree_is_the_control_that_shows_the_bug():
     record = json.loads((DATA / "h200_probe_unpatched.json").read_text())
     verdict = judge(record, patched_arm=False)
     checks = by_name(verdict)
-    assert verdict["role"] == "control" and verdict["passed"] and verdict["bug_visible"]
+    assert verdict["passed"] and verdict["bug_visible"] and "shows the bug" in verdict["summary"]
+    assert {c["tree"] for c in verdict["checks"]} == {"unpatched"}
     assert not checks["greedy_rows_propose_argmax"]["passed"]
     assert not checks["graph_replay_with_real_top_ks_proposes_argmax"]["passed"]
     assert not checks["graph_runner_carries_top_ks"]["passed"]
@@ -78,16 +83,37 @@ def test_h200_record_of_a_runner_without_the_producer_half_fails_at_capture():
     assert "AssertionError: sample_draft_proposal: top_ks is on cpu" in checks["graph_runner_driven"]["detail"]
 
 
+def stage_verdict(arm, role, judged):
+    """The gpu_check stage's verdict of one arm around one judged check (as gpu_check_stage writes it)."""
+    return {"arm": arm, "passed": judged["passed"],
+            "results": [{**judged, "series": "eagle_topk", "name": "draft_graph", "role": role}]}
+
+
 def test_a_failed_patched_gpu_check_refuses_the_arm(tmp_path):
     record = json.loads((DATA / "h200_probe_unpatched.json").read_text())
-    verdict = {**judge(record, patched_arm=True), "arm": "pr_rs_on"}
     path = tmp_path / "verdict.json"
-    path.write_text(json.dumps(verdict))
-    with pytest.raises(GpuCheckError, match="arm pr_rs_on: gpu_check failed .*greedy_rows_propose_argmax"):
+    path.write_text(json.dumps(stage_verdict("pr_rs_on", "patched", judge(record, patched_arm=True))))
+    with pytest.raises(GpuCheckError, match="arm pr_rs_on: gpu_check failed .*eagle_topk/draft_graph: "
+                                            ".*greedy_rows_propose_argmax"):
         refuse_failed([path])
     control = tmp_path / "control.json"
-    control.write_text(json.dumps({**judge(record, patched_arm=False), "arm": "main_rs_on"}))
+    control.write_text(json.dumps(stage_verdict("main_rs_on", "control", judge(record, patched_arm=False))))
     refuse_failed([control])  # the control is never refused for showing the bug
+
+
+def test_the_judge_speaks_the_check_protocol(tmp_path):
+    """The judge as the stage runs it: its command line and the verdict file (patches/README.md)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "v.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "patches/eagle_topk/checks/judge_gpu.py"), "--out", str(out),
+                           "--record", f"unpatched={DATA / 'h200_probe_unpatched.json'}", "--role", "control"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(out.read_text())
+    assert verdict["passed"] is True and verdict["checks"] and verdict["summary"]
+    assert all({"check", "tree", "passed", "executed", "detail"} <= set(c) for c in verdict["checks"])
 
 
 @pytest.mark.e2e
@@ -96,21 +122,25 @@ def test_the_stage_on_this_cpu_runs_the_eager_half_and_reports_the_graph_half(cp
                                                                               arm, patched):
     results = cpu_campaign["results"]
     tree = results / ("patch/v0.5.20/eagle_topk/tree" if patched else "source/v0.5.20/tree")
+    # the series' own GPU check with fewer rows and replays: a CPU runs them eagerly
+    series = series_copy("eagle_topk", tmp_path / "eagle_topk",
+                         draft_graph=["--greedy-rows", "512", "--runner-replays", "40"])
     cfg = compose([f"results_dir={tmp_path}", "platform=local", f"platform.python={check_python}",
-                   "gpu_check.enabled=always", "gpu_check.greedy_rows=512", "gpu_check.runner_replays=40"])
+                   "gpu_check.enabled=always", f"experiment.patch_series.eagle_topk={series}"])
     image = tmp_path / "image.json"
     image.write_text(json.dumps({"kind": "tree", "python": str(check_python), "pythonpath": str(tree)}))
     out = tmp_path / "gpu_check" / arm / "verdict.json"
-    verdict = gpu_check_stage(cfg, arm, image, out, out.with_suffix(".md"), io.StringIO())
+    stage = gpu_check_stage(cfg, arm, image, out, out.with_suffix(".md"), io.StringIO())
+    [verdict] = stage["results"]
     checks = by_name(verdict)
     assert verdict["device"] == "cpu" and not verdict["graph_executed"]
     assert checks["graph_capture_and_replay"]["executed"] is False
     assert "not executed: needs a GPU" in out.with_suffix(".md").read_text()
-    assert verdict["passed"]  # patched: every executed check passes; control: the bug shows
+    assert stage["passed"] and verdict["passed"]  # patched: every executed check passes; control: the bug shows
     assert checks["greedy_rows_propose_argmax"]["passed"] is patched
-    assert json.loads(out.read_text())["role"] == ("patched" if patched else "control")
+    assert verdict["role"] == ("patched" if patched else "control")
     # sglang's own graph runner, driven eagerly here: the buffer, its captured views and the replay copy
-    runner = json.loads(out.read_text())["record"]["graph_runner"]
+    runner = json.loads(Path(verdict["record"]).read_text())["graph_runner"]
     assert "EagerBackend" in runner["graph_backend"] and runner["captured_sizes"] == [1, 2, 4, 8]
     for name in ("graph_runner_top_ks_buffer", "graph_runner_captures_the_buffer",
                  "graph_runner_replay_greedy_rows_propose_argmax"):
@@ -155,8 +185,6 @@ def runner_record(**overrides):
      "graph_runner_replay_greedy_rows_propose_argmax"),
 ])
 def test_graph_runner_checks_fail_on_each_broken_part(change, failing):
-    from specrepro.gpu_check import runner_checks
-
     checks = {c["check"]: c for c in runner_checks(runner_record(**change), "cuda", 1 << 30)}
     assert set(checks) == {"graph_runner_top_ks_buffer", "graph_runner_captures_the_buffer",
                            "graph_runner_replay_greedy_rows_propose_argmax"}
@@ -164,8 +192,6 @@ def test_graph_runner_checks_fail_on_each_broken_part(change, failing):
 
 
 def test_a_graph_runner_that_raises_fails_the_patched_arm_and_an_old_record_says_not_executed():
-    from specrepro.gpu_check import runner_checks
-
     [raised] = runner_checks({"error": "AssertionError: sample_draft_proposal: top_ks is on cpu"}, "cuda", 1 << 30)
     assert raised["executed"] and not raised["passed"] and "AssertionError" in raised["detail"]
     [absent] = runner_checks(None, "cuda", 1 << 30)

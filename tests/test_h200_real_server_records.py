@@ -11,8 +11,10 @@ import yaml
 
 from conftest import ROOT, SHARED_GSM8K
 from specrepro.accept_length import parse_decode_lines
-from specrepro.analysis.checks import toy_theory_check
-from specrepro.toy_model import build_toy_model, corpus_from_jsonl
+from specrepro.analysis.checks import theory_check
+from specrepro.config import theory_entries
+from specrepro.theory import predictions
+from specrepro.toy_model import acceptance, build_toy_model, corpus_from_jsonl
 
 DATA = ROOT / "tests" / "data" / "real_server_h200"
 GRAPH_ARMS = ("main_rs_off", "main_rs_on", "pr_rs_on")
@@ -22,7 +24,8 @@ NO_GRAPH_ARMS = ("main_rs_on_nocg", "pr_rs_on_nocg")
 @pytest.fixture(scope="module")
 def theory(tmp_path_factory):
     """The same pair (seed 0) rebuilt here: what its weights predict."""
-    return build_toy_model(tmp_path_factory.mktemp("toy"), corpus_from_jsonl(SHARED_GSM8K / "test.jsonl"))
+    out = tmp_path_factory.mktemp("toy")
+    return dict(build_toy_model(out, corpus_from_jsonl(SHARED_GSM8K / "test.jsonl")), dir=out)
 
 
 def test_graph_arms_ran_cuda_graphs_and_the_others_did_not():
@@ -40,9 +43,15 @@ def test_graph_arms_ran_cuda_graphs_and_the_others_did_not():
 
 def test_accept_length_on_the_h200_agrees_with_theory(theory):
     runs = pd.read_csv(DATA / "runs.csv")
-    cfg = yaml.safe_load((DATA / "resolved_config.yaml").read_text())
+    # the experiment's draft rules as today's files declare them (the run's own resolved config used the old words:
+    # argmax, sampled, argmax_after_first)
+    experiment = yaml.safe_load((ROOT / "tests/gpu/conf/experiment/eagle_topk_h200_toy.yaml").read_text())
+    entries = theory_entries(experiment)
     requests = None  # the request table stays on the machine; theory rows needing verify counts say so
-    rows = {(r["arm"], r["benchmark"]): r for r in toy_theory_check(runs, requests, theory, cfg["experiment"]["theory"])}
+    model = {"server_args": {"speculative_num_steps": 3}, "toy": {}}
+    rows = {(r["arm"], r["benchmark"]): r for r in theory_check(
+        runs, requests, predictions(entries, model, lambda t: acceptance(theory["dir"], t)))}
+    assert rows[("pr_rs_on", "gsm8k")]["expected"] is None  # the first step's weight needs the request table
     assert rows[("main_rs_off", "gsm8k")]["agrees"] is True
     for arm in ("main_rs_on", "main_rs_on_nocg"):
         assert rows[(arm, "gsm8k")]["agrees"] is True

@@ -14,8 +14,13 @@ import pytest
 
 from specrepro.config import PROJECT_ROOT, compose
 from specrepro.image import ImageError, build_context, image_stage
-from specrepro.patching import read_series
+from specrepro.series import load_series, resolve_patches
 from specrepro.sources import registry_archive, unpack_archive
+
+
+def read_series(folder: Path):
+    return resolve_patches(load_series(folder), PROJECT_ROOT / ".cache", io.StringIO())
+
 
 def write_manifest(path: Path, patched: bool, pass_=True):
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -25,14 +30,16 @@ def write_manifest(path: Path, patched: bool, pass_=True):
         manifest = {"patches": [{"patch": "0001", "sha256": "ab" * 32}], "source": manifest}
     path.write_text(json.dumps(manifest))
     verdict = path.parent / "verdict.json"
-    verdict.write_text(json.dumps({"passed": pass_}))
+    failed = {"check": "greedy_rows_propose_argmax", "tree": "patched", "passed": False, "executed": True, "detail": ""}
+    verdict.write_text(json.dumps({"series": "eagle_topk", "passed": pass_, "generic": [],
+                                   "results": [] if pass_ else [{"name": "draft_proposal", "checks": [failed]}]}))
     return verdict
 
 
 def test_failed_patch_check_blocks_the_image(tmp_path):
     cfg = compose([f"results_dir={tmp_path}", "platform=local"])
     verdict = write_manifest(tmp_path / "m" / "manifest.json", patched=True, pass_=False)
-    with pytest.raises(ImageError, match="patch_check failed"):
+    with pytest.raises(ImageError, match="patch_check of series eagle_topk failed .*draft_proposal/greedy_rows_propose_argmax"):
         image_stage(cfg, "pr_rs_on", tmp_path / "m" / "manifest.json", [verdict], tmp_path / "image.json", io.StringIO())
     assert not (tmp_path / "image.json").exists()
 
@@ -47,7 +54,7 @@ def test_local_platform_serves_the_arms_tree(tmp_path):
 def test_the_images_apply_step_patches_a_repository_checkout(tmp_path):
     """What the Dockerfile's RUN line does, done here on sglang 0.5.20 laid out as in the image."""
     ctx = tmp_path / "ctx"
-    content_hash = build_context(ctx, read_series(PROJECT_ROOT / "patches" / "series"),
+    content_hash = build_context(ctx, read_series(PROJECT_ROOT / "patches" / "eagle_topk"),
                                  {"base_from": "sha256:base", "base_id": "sha256:base", "ref": "v0.5.20",
                                   "runtime": "docker", "version": "0.5.20", "series": "eagle_topk",
                                   "sglang_root": "/sgl-workspace/sglang"})

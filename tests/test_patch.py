@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 
 from specrepro.config import PROJECT_ROOT
-from specrepro.patching import PatchError, apply_series, read_series
+from specrepro.patching import PatchError, apply_series
+from specrepro.series import load_series, resolve_patches
 from specrepro.sources import registry_archive, unpack_archive
 
-SERIES = PROJECT_ROOT / "patches" / "series"
+SERIES = PROJECT_ROOT / "patches" / "eagle_topk"
 CACHE = PROJECT_ROOT / ".cache"
+
+
+def read_series(folder: Path):
+    """The series' patch files in order (patches/<series>/series.yaml)."""
+    return resolve_patches(load_series(folder), CACHE, io.StringIO())
 
 
 def tree_digest(root: Path) -> str:
@@ -40,7 +46,7 @@ def installed_copy(release_tree, tmp_path):
     return tree
 
 
-def test_series_file_lists_the_numbered_patch():
+def test_series_folder_lists_the_numbered_patch():
     patches = read_series(SERIES)
     assert [p.name for p in patches] == ["0001-eagle-carry-real-top-k-into-draft-proposal.patch"]
     header = patches[0].read_text().split("\n---\n")[0]
@@ -112,7 +118,7 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
     import threading
 
     from specrepro.patching import sha256_file
-    from specrepro.sources import SourceError, resolve_patch_series
+    from specrepro.sources import SourceError
 
     served = tmp_path / "served"
     served.mkdir()
@@ -128,13 +134,18 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/pr.diff"
     try:
-        entry = [{"url": url, "sha256": sha256_file(patch)}]
+        def series(sha):
+            folder = tmp_path / f"series-{sha[:8]}"
+            folder.mkdir(exist_ok=True)
+            (folder / "series.yaml").write_text(f"title: a PR by URL\npatches:\n  - {{url: '{url}', sha256: '{sha}'}}\n")
+            return load_series(folder)
+
         cache = tmp_path / "cache"
-        first = resolve_patch_series(entry, PROJECT_ROOT, cache, io.StringIO())
-        second = resolve_patch_series(entry, PROJECT_ROOT, cache, io.StringIO())
+        first = resolve_patches(series(sha256_file(patch)), cache, io.StringIO())
+        second = resolve_patches(series(sha256_file(patch)), cache, io.StringIO())
         assert first == second and first[0].read_bytes() == patch.read_bytes()
         assert len(hits) == 1  # fetched once
         with pytest.raises(SourceError, match="does not match"):
-            resolve_patch_series([{"url": url, "sha256": "0" * 64}], PROJECT_ROOT, cache, io.StringIO())
+            resolve_patches(series("0" * 64), cache, io.StringIO())
     finally:
         server.shutdown()

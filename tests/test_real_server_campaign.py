@@ -74,10 +74,10 @@ def test_accept_length_agrees_with_the_toy_models_theory(campaign):
     for arm in SAMPLING_ARMS:
         assert al[arm] <= 0.9 * argmax, (arm, al[arm])
         assert low - 0.15 <= al[arm] <= high + 0.15, (arm, al[arm], low, high)
-    rows = campaign["analysis"]["toy_theory"]
+    rows = campaign["analysis"]["theory"]
     assert {(r["arm"], r["benchmark"]) for r in rows} >= {(a, "gsm8k") for a in (*GREEDY_ARMS, *SAMPLING_ARMS)}
     assert all(r["agrees"] for r in rows), [r for r in rows if not r["agrees"]]
-    assert "### Accept length against the toy model's theory" in campaign["report"]
+    assert "### Accept length against theory" in campaign["report"]
 
 
 def test_every_greedy_output_is_the_models_chain(campaign):
@@ -89,7 +89,7 @@ def test_every_greedy_output_is_the_models_chain(campaign):
 
     cfg = campaign["cfg"]
     g = cfg["benchmarks"]["gsm8k"]["gsm8k"]
-    items = load_test_set(g["test_data"], campaign["results"], True)
+    items = load_test_set(cfg["data"][g["test_data"]])
     prefix = few_shot_prefix(items, g["num_shots"])
     tokenizer = Tokenizer.from_file(str(Path(cfg["model"]["toy"]["dir"]) / "target" / "tokenizer.json"))
     arms = (*GREEDY_ARMS, *SAMPLING_ARMS)
@@ -149,5 +149,8 @@ def test_mlflow_holds_the_real_server_runs(campaign):
 
 
 def test_gsm8k_data_stayed_offline_and_checked(campaign):
-    data = Path(campaign["cfg"]["benchmarks"]["gsm8k"]["gsm8k"]["test_data"]["path"])
+    data = Path(campaign["cfg"]["data"][campaign["cfg"]["benchmarks"]["gsm8k"]["gsm8k"]["test_data"]]["path"])
     assert data.resolve() == (SHARED_GSM8K / "test.jsonl").resolve()
+    record = json.loads((campaign["results"] / "datasets" / "gsm8k.json").read_text())
+    assert record["verified_by"] == "the configured sha256" and record["fetched_now"] is False
+    assert record["key"] == "data.gsm8k"

@@ -79,7 +79,8 @@ def test_the_resolved_config_reads_back_as_the_same_cells(tmp_path):
     again = check_resolved(yaml.safe_load(path.read_text()), str(path))
     assert again["experiment"]["arms"] == cfg["experiment"]["arms"] and again["benchmarks"] == cfg["benchmarks"]
     # the toy model's expectations follow every cell of the arm and benchmark they were given for
-    assert again["experiment"]["theory"]["pr_rs_on.cgbs-4"]["gsm8k.concurrency-3"] == "argmax_after_first"
+    assert again["experiment"]["theory"]["pr_rs_on.cgbs-4"]["gsm8k.concurrency-3"] == {"draft_temperature": 0,
+                                                                                   "first_draft_temperature": 1}
 
 
 @pytest.mark.parametrize("override,named", [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Dict, List
+from specrepro.errors import SpecreproError
 
 SUMMARY_FIELDS = [
     "completed", "duration", "request_throughput", "output_throughput", "input_throughput", "total_throughput",
@@ -21,7 +22,7 @@ SUMMARY_FIELDS = [
 REQUIRED = ["completed", "output_throughput", "mean_tpot_ms", "median_tpot_ms"]
 
 
-class BenchOutputError(ValueError):
+class BenchOutputError(SpecreproError, ValueError):
     """A bench_serving output that cannot be read; the message names the file."""
 
 

@@ -112,12 +112,27 @@ class Campaign:
             return []
         return [str(self.results_dir / "patch_check" / self.ref_of(arm) / series / "verdict.json")]
 
-    def local_patch_files(self, series: str) -> List[str]:
-        """Local files a series is made of (series files and patches), for rerun triggers."""
-        from specrepro.sources import local_entry_files
+    def series_dir(self, series: str) -> Path:
+        from specrepro.series import series_folder
 
-        return [str(f) for entry in self.experiment["patch_series"][series]
-                for f in local_entry_files(entry, self.project_root)]
+        return series_folder(self.cfg, series)
+
+    def series_spec(self, series: str) -> Dict[str, Any]:
+        from specrepro.series import load_series
+
+        return load_series(self.series_dir(series))
+
+    def local_patch_files(self, series: str) -> List[str]:
+        """Local files a series is made of (series.yaml and its patches), for rerun triggers."""
+        from specrepro.series import local_files
+
+        return [str(f) for f in local_files(self.series_spec(series))]
+
+    def check_files(self, series: str, where: str) -> List[str]:
+        """The files of the series' checks that run `where` (cpu, gpu), for rerun triggers."""
+        from specrepro.series import check_files
+
+        return [str(f) for f in check_files(self.series_spec(series), where)]
 
     def repeats(self, benchmark: str) -> int:
         own = self.cfg["benchmarks"][benchmark].get("repeats")
@@ -272,7 +287,7 @@ class Campaign:
 
     def client_data_files(self, benchmark: str) -> List[str]:
         """Local files a benchmark's client reads next to the server (mounted read-only into its container): its
-        dataset_path, or the ShareGPT file the client_data stage resolves for it."""
+        dataset_path, or the ShareGPT file the datasets stage resolves for it."""
         from specrepro.datasets import needs_sharegpt
 
         bench = self.benchmark(benchmark)
@@ -282,24 +297,58 @@ class Campaign:
             return [bench["serving"]["dataset_path"]]
         return [bench["serving"]["sharegpt"]["path"]] if needs_sharegpt(bench["serving"]) else []
 
-    def datasets_for_arm(self, arm: str) -> List[str]:
-        """The client_data records an arm's measuring job waits for (fetched and verified on the submit host)."""
-        from specrepro.datasets import needs_sharegpt
+    def data_used(self, arm: str) -> List[str]:
+        """The `data` entries the arm's benchmarks and model read."""
+        names = {self.benchmark(b)["gsm8k"]["test_data"] for b in self.arm(arm)["benchmarks"]
+                 if self.benchmark(b)["kind"] == "gsm8k"}
+        if self.cfg["model"].get("toy"):
+            names.add(self.cfg["model"]["toy"]["corpus"])
+        return sorted(n for n in names if n in (self.cfg.get("data") or {}))
 
-        return [str(self.results_dir / "datasets" / f"{b}.json") for b in self.arm(arm)["benchmarks"]
-                if self.benchmark(b)["kind"] == "bench_serving" and needs_sharegpt(self.benchmark(b)["serving"])]
+    def data_source(self, dataset: str) -> tuple:
+        """(source, the config key a user sets) of a data file the campaign reads (config.data_sources)."""
+        from specrepro.config import data_sources
+
+        return data_sources(self.cfg)[dataset]
+
+    @property
+    def datasets(self) -> List[str]:
+        """The names of every data file the campaign reads: its records under results/<campaign>/datasets/."""
+        from specrepro.config import data_sources
+
+        return sorted(data_sources(self.cfg))
+
+    def datasets_for_arm(self, arm: str) -> List[str]:
+        """The dataset records an arm's measuring job waits for (fetched and verified on the submit host)."""
+        return [str(self.results_dir / "datasets" / f"{b}.json") for b in dict.fromkeys(self.arm(arm)["benchmarks"])
+                if b in self.datasets]
 
     # --- GPU check -------------------------------------------------------------
     def gpu_check_runs(self, arm: str) -> bool:
+        """Whether the arm's measuring job waits for a GPU check: the mode allows it and some series it is checked
+        against (its own, or every series for an unpatched arm) declares GPU checks."""
+        from specrepro.gpu_check import series_checked_on
+
         mode = self.cfg["gpu_check"]["enabled"]
-        return mode == "always" or (mode == "auto" and self.cfg["platform"]["accelerator"] != "none")
+        allowed = mode == "always" or (mode == "auto" and self.cfg["platform"]["accelerator"] != "none")
+        return allowed and bool(series_checked_on(self, arm))
 
     def gpu_check_for_arm(self, arm: str) -> List[str]:
         return [str(self.results_dir / "gpu_check" / arm / "verdict.json")] if self.gpu_check_runs(arm) else []
 
+    def gpu_check_files(self, arm: str) -> List[str]:
+        """The files of the GPU checks the arm runs, for rerun triggers."""
+        from specrepro.gpu_check import series_checked_on
+
+        return [f for e in series_checked_on(self, arm) for f in self.check_files(e["series"], "gpu")]
+
     def gpu_check_key(self, arm: str) -> Dict[str, Any]:
+        from specrepro.gpu_check import series_checked_on
+
         return {"gpu_check": self.cfg["gpu_check"], "platform": self.cfg["platform"]["name"],
-                "series": self.series_of(arm), "ref": self.ref_of(arm)}
+                "series": self.series_of(arm), "ref": self.ref_of(arm),
+                "checks": {e["series"]: [c for c in e["spec"]["checks"] if c["where"] == "gpu"]
+                           for e in series_checked_on(self, arm)}}
 
     # --- what determines a measurement ---------------------------------------
     def measurement_key(self, arm: str) -> Dict[str, Any]:
@@ -314,10 +363,10 @@ class Campaign:
         return {
             "sglang": {k: self.cfg["sglang"][k] for k in ("version", "git_ref")},
             "sglang_ref": self.ref_of(arm),
-            "patch_series": self.experiment["patch_series"].get(self.series_of(arm) or "", []),
+            "patch_series": self.series_key(arm),
             "server_args": self.server_args(arm),
             # a sweep cell's settings carry its levels; its name and base say nothing more
-            "benchmarks": {b: {k: v for k, v in self.benchmark(b).items() if k != "cell"}
+            "benchmarks": {b: {k: v for k, v in self.benchmark(b).items() if k not in ("cell", "headline")}
                            for b in self.arm(arm)["benchmarks"]},
             "repeats": {b: self.repeats(b) for b in self.arm(arm)["benchmarks"]},
             "serve": serve,
@@ -326,7 +375,16 @@ class Campaign:
             "model_gpus": self.cfg["model"]["gpus"],
             # a model the pipeline builds: its recipe is part of what is measured
             "model_toy": self.cfg["model"].get("toy"),
+            # the data files by content (their path says nothing of what was measured)
+            "data": {name: (self.cfg["data"][name].get("sha256") or name) for name in self.data_used(arm)},
         }
+
+    def series_key(self, arm: str) -> Optional[Dict[str, Any]]:
+        """The arm's series by content (its patches' sha256): what it measures, wherever the folder is."""
+        from specrepro.series import content_key
+
+        series = self.series_of(arm)
+        return content_key(self.series_spec(series)) if series else None
 
     def run_key(self, arm: str, benchmark: str, image_id: str = "") -> str:
         """The key of one benchmark's records of an arm: the server command, the image it ran
@@ -394,8 +452,12 @@ class Campaign:
             lines.append(f"## arm {arm}: {spec.get('description', '')}")
             lines.append(f"#  sglang ref {self.ref_of(arm)}, patch series {self.series_of(arm) or 'none'}")
             if self.gpu_check_runs(arm):
-                lines.append(f"#  gpu_check first (one GPU, about a minute, in this arm's image; "
-                             f"{'a failure stops this arm' if self.series_of(arm) else 'the control: it shows the bug'})")
+                from specrepro.gpu_check import series_checked_on
+
+                named = ", ".join(f"{e['series']}: {', '.join(c['name'] for c in e['spec']['checks'] if c['where'] == 'gpu')}"
+                                  for e in series_checked_on(self, arm))
+                lines.append(f"#  gpu_check first (one GPU, in this arm's image; {named}; "
+                             f"{'a failure stops this arm' if self.series_of(arm) else 'as the control of each series'})")
             lines.append("server: " + shlex.join(launcher.server_argv(ctx)))
             for run in self.bench_runs(arm):
                 out = str(self.arm_dir(arm) / run.stem)

@@ -115,6 +115,8 @@ def _snakemake_argv(resolved: Optional[Path], profile: Optional[str], extra: Lis
 
 
 def cmd_run(args) -> int:
+    from specrepro.campaign import Campaign
+
     cfg = compose(args.overrides)
     resolved = _write_resolved(cfg)
     extra = list(args.snakemake_args)
@@ -122,9 +124,26 @@ def cmd_run(args) -> int:
         extra.append(CPU_TARGET)
     argv = _snakemake_argv(resolved, args.profile, extra)
     print(f"specrepro: resolved config {resolved}", file=sys.stderr)
-    rc = subprocess.call(argv, cwd=PROJECT_ROOT)
+    import time
+
+    from specrepro.stage_log import failures_since
+
+    started = time.time()
+    # the data every job reads first, alone (its own rule, on this host): a file that cannot be had stops the run
+    # here, in seconds, before builds and servers start
+    records = [] if args.cpu_only else sorted(
+        str(Path(cfg["results_dir"]) / "datasets" / f"{d}.json") for d in Campaign(cfg).datasets)
+    rc = subprocess.call(_snakemake_argv(resolved, args.profile, [*records, "--quiet", "rules"]),
+                         cwd=PROJECT_ROOT) if records else 0
+    if rc == 0:
+        rc = subprocess.call(argv, cwd=PROJECT_ROOT)
     if rc == 0:
         print_report_summary(Path(cfg["results_dir"]), args.cpu_only)
+    else:
+        failed = failures_since(Path(cfg["results_dir"]) / "logs", started)
+        if failed:
+            print("\nspecrepro: what failed, in each stage's own words (what was measured stays on disk; run again "
+                  "to continue):\n" + "\n".join(f"  - {f}" for f in failed), file=sys.stderr)
     return rc
 
 
@@ -281,20 +300,55 @@ def cmd_log(args) -> int:
 
 def cmd_toy_model(args) -> int:
     """Build the toy target + EAGLE draft pair (the toy_lookup model's recipe, overridable)."""
-    from specrepro.gsm8k import Gsm8kDataError
+    import tempfile
+
+    from specrepro.datasets import DatasetError, resolve_dataset
     from specrepro.toy_model import toy_model_stage
 
     cfg = compose(["model=toy_lookup", *args.overrides])
     toy = dict(cfg["model"]["toy"], dir=str(Path(args.dir).resolve()))
+    source = cfg["data"][toy["corpus"]]
     try:
-        record = toy_model_stage(toy, cfg["model"]["server_args"].get("speculative_num_steps", 3),
-                                 Path(cfg["cache_dir"]), cfg["offline"], sys.stdout)
-    except Gsm8kDataError as exc:
+        with tempfile.TemporaryDirectory() as tmp:
+            resolve_dataset(source, Path(tmp) / "corpus.json", cfg["offline"], sys.stdout, f"data.{toy['corpus']}")
+        record = toy_model_stage(toy, cfg["model"]["server_args"].get("speculative_num_steps", 3), source, sys.stdout)
+    except DatasetError as exc:
         print(f"specrepro toy-model: {exc}", file=sys.stderr)
         return 2
     print(f"serve it with: --model-path {record['target']} --speculative-draft-model-path {record['draft']} "
           f"--speculative-algorithm EAGLE --speculative-num-steps {record['num_steps']} --speculative-eagle-topk 1 "
           f"--speculative-num-draft-tokens {record['num_steps'] + 1}")
+    return 0
+
+
+def cmd_new_experiment(args) -> int:
+    """Write the files a user fills in to reproduce their own PR, then prove they compose."""
+    from specrepro.new_experiment import NewExperimentError, new_experiment
+
+    root = Path(args.root).resolve()
+    try:
+        written = new_experiment(args.name, [Path(p) for p in args.patch], Path(args.pr) if args.pr else None, root,
+                                 PROJECT_ROOT, force=args.force)
+    except NewExperimentError as exc:
+        print(f"specrepro new-experiment: {exc}", file=sys.stderr)
+        return 2
+    search = [] if root == PROJECT_ROOT.resolve() else [f"hydra.searchpath=[file://{root / 'conf'}]"]
+    for experiment in (args.name, f"{args.name}_cpu"):
+        compose([*search, f"experiment={experiment}"])  # a ConfigError names the file and key
+    print("wrote:\n" + "\n".join(f"  {p.relative_to(root)}" for p in written))
+    where = f" '{search[0]}'" if search else ""
+    over = f'"{search[0]}",' if search else ""
+    print(f"""
+next, in this order:
+  1. patches/{args.name}/PR.md: the PR's text; patches/{args.name}/series.yaml: its title and description, and
+     its own checks if it has any (patches/README.md: the check protocol)
+  2. conf/arm/{args.name}/*.yaml: the arms the PR compares (server flags, benchmarks); add arms as files there
+  3. conf/claims/{args.name}.yaml: one claim per sentence to judge
+  4. conf/experiment/{args.name}.yaml: published figures, benchmarks, repeats; {args.name}_cpu.yaml: theory
+  5. specrepro plan{where} experiment={args.name}_cpu          (commands, cost, decidability; runs nothing)
+     specrepro run --cpu-only{where} experiment={args.name}    (the patch applies and passes its checks)
+     specrepro run{where} experiment={args.name}_cpu           (every stage on this CPU, real sglang servers)
+     snakemake --profile rocm --config 'overrides=[{over}"experiment={args.name}"]'   (the GPU campaign)""")
     return 0
 
 
@@ -326,6 +380,14 @@ def add_tool_subcommands(sub) -> None:
     p.add_argument("--accelerator", choices=["rocm", "cuda"], default="rocm")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_node_facts)
+
+    p = sub.add_parser("new-experiment", help="write the files to reproduce a PR: series, arms, claims, experiment")
+    p.add_argument("name", help="the change's name: patches/NAME/, conf/experiment/NAME.yaml, ...")
+    p.add_argument("--patch", action="append", default=[], required=True, help="a patch file, in order (repeat)")
+    p.add_argument("--pr", default=None, help="the PR's text (markdown), copied to patches/NAME/PR.md")
+    p.add_argument("--root", default=str(PROJECT_ROOT), help="where conf/ and patches/ are (default: this checkout)")
+    p.add_argument("--force", action="store_true", help="write over existing files")
+    p.set_defaults(func=cmd_new_experiment)
 
     p = sub.add_parser("toy-model", help="build the toy target + EAGLE draft pair whose acceptance theory predicts")
     p.add_argument("dir", help="folder to write target/, draft/ and theory.json into")

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Sequence
 
 import yaml
 
+from specrepro.errors import SpecreproError
 from specrepro.redaction import SECRET_NAME
 from specrepro.sglang_flags import load_table
 
@@ -28,12 +29,10 @@ ACCELERATORS = {"rocm", "cuda", "none"}
 SOURCE_METHODS = {"auto", "git", "registry"}
 # Flags the pipeline owns per server launch; a config may not set them.
 PIPELINE_OWNED_FLAGS = {"--host", "--port", "--decode-log-interval", "--enable-metrics"}
-# What a toy model's draft proposes (experiment.theory), see specrepro.toy_model.
-THEORY_KINDS = ("argmax", "sampled", "argmax_after_first")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-class ConfigError(ValueError):
+class ConfigError(SpecreproError, ValueError):
     """A campaign config problem; the message names the key."""
 
     def __init__(self, problems: Sequence[str]):
@@ -64,15 +63,35 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
         cfg.pop("hydra", None)
         resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError([_hydra_message(exc)]) from exc
+        raise ConfigError([hydra_message(exc)]) from exc
+    except yaml.YAMLError as exc:
+        # a config file that is not YAML: the parser's message names the file, line and column
+        raise ConfigError([f"a config file is not valid YAML: {' '.join(str(exc).split())}"]) from exc
     finally:
         GlobalHydra.instance().clear()
+    claims = (resolved.get("experiment") or {}).get("claims")
+    if claims and not Path(claims).is_absolute() and not (CONF_DIR / claims).is_file():
+        # an experiment from another config folder (hydra.searchpath) names its claims file relative to that folder
+        for folder in search_path(overrides):
+            if (folder / claims).is_file():
+                resolved["experiment"]["claims"] = str(folder / claims)
+                break
     # The one validation path of plan, run and the Snakefile: the schema (unknown
     # keys such as +foo=1, types), then the checks a schema cannot express.
     return check_resolved(resolved, "overrides")
 
 
-def _hydra_message(exc: Exception) -> str:
+def search_path(overrides: Sequence[str]) -> List[Path]:
+    """The config folders a `hydra.searchpath=[file://...]` override adds."""
+    out = []
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if key.lstrip("+~") == "hydra.searchpath":
+            out += [Path(m) for m in re.findall(r"file://([^,\]\s]+)", value)]
+    return out
+
+
+def hydra_message(exc: Exception) -> str:
     """Hydra's message with its causes: "Error merging override" alone never says why."""
     parts, seen = [], set()
     while exc is not None and id(exc) not in seen:
@@ -111,7 +130,7 @@ def check_resolved(cfg: Dict[str, Any], source: str = "config") -> Dict[str, Any
         merged = OmegaConf.merge(OmegaConf.structured(SpecreproConfig), cfg)
         cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as exc:
-        raise ConfigError([f"{source}: {_hydra_message(exc)}"]) from exc
+        raise ConfigError([f"{source}: {hydra_message(exc)}"]) from exc
     from specrepro import sweep
 
     problems = sweep.sweep_problems(cfg)
@@ -160,19 +179,18 @@ def validate(cfg: Dict[str, Any]) -> None:
     elif exp.get("claims"):
         problems.extend(_claims_problems(cfg))
 
-    for name, series in (exp.get("patch_series") or {}).items():
-        for i, entry in enumerate(series):
-            key = f"experiment.patch_series.{name}[{i}]"
-            given = [k for k in ("series", "path", "url") if entry.get(k)]
-            if len(given) != 1:
-                problems.append(f"{key}: give exactly one of series, path, url (got {given or 'none'})")
-            elif entry.get("url") and not re.fullmatch(r"[0-9a-f]{64}", str(entry.get("sha256") or "")):
-                problems.append(f"{key}.sha256: a patch URL needs its sha256 (64 hex digits)")
-            elif not entry.get("url"):
-                local = Path(cfg["project_root"]) / entry.get("series", entry.get("path"))
-                if not local.is_file():
-                    problems.append(f"{key}: file {local} not found")
+    for name in exp.get("patch_series") or {}:
+        from specrepro.series import SeriesError, load_series, series_folder
 
+        if not SAFE_NAME.match(name):
+            problems.append(f"experiment.patch_series.{name}: series names must be plain names")
+            continue
+        try:
+            load_series(series_folder(cfg, name))
+        except SeriesError as exc:
+            problems.append(f"experiment.patch_series.{name}: {exc}")
+
+    problems.extend(_data_problems(cfg))
     for bname, bench in benchmarks.items():
         key = f"benchmarks.{bname}"
         if not SAFE_NAME.match(bname):
@@ -198,11 +216,6 @@ def validate(cfg: Dict[str, Any]) -> None:
                 problems.append(f"{key}.gsm8k.num_shots: must be >= 0")
             if settings["temperature"] < 0:
                 problems.append(f"{key}.gsm8k.temperature: must be >= 0")
-            if not re.fullmatch(r"[0-9a-f]{64}", settings["test_data"]["sha256"]):
-                problems.append(f"{key}.gsm8k.test_data.sha256: must be 64 hex digits")
-            if cfg.get("offline") and not Path(settings["test_data"]["path"]).is_file():
-                problems.append(f"{key}.gsm8k.test_data.path: offline=true, but {settings['test_data']['path']} is "
-                                f"not there (the canonical download is off)")
         else:
             from specrepro.datasets import needs_sharegpt
 
@@ -210,10 +223,6 @@ def validate(cfg: Dict[str, Any]) -> None:
                 problems.append(f"{key}.serving.sharegpt: sglang's {settings['dataset_name']} dataset reads ShareGPT, "
                                 f"and without a file its client downloads it inside the GPU job; give "
                                 f"serving.sharegpt (path, url) or serving.dataset_path")
-            elif needs_sharegpt(settings) and cfg.get("offline") and not Path(settings["sharegpt"]["path"]).is_file():
-                problems.append(f"{key}.serving.sharegpt.path: offline=true, but {settings['sharegpt']['path']} is not "
-                                f"there: put ShareGPT_V3_unfiltered_cleaned_split.json there (or set "
-                                f"serving.dataset_path)")
             if not 0.0 <= settings["range_ratio"] <= 1.0:
                 problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
 
@@ -279,20 +288,7 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"platform.python_env: requirements/{plat['python_env']} not found under {cfg['project_root']}")
     if plat.get("python_env") and plat["container_runtime"] != "none":
         problems.append("platform.python_env: a pipeline-built venv serves bare processes only (container_runtime: none)")
-    toy = cfg["model"].get("toy")
-    if toy and not re.fullmatch(r"[0-9a-f]{64}", str(toy["corpus"]["sha256"])):
-        problems.append("model.toy.corpus.sha256: must be 64 hex digits")
-    for arm, per_bench in (exp.get("theory") or {}).items():
-        if arm not in arms:
-            problems.append(f"experiment.theory.{arm}: not an arm of this experiment")
-            continue
-        for bench, kind in per_bench.items():
-            if kind not in THEORY_KINDS:
-                problems.append(f"experiment.theory.{arm}.{bench}: {kind!r} is not one of {list(THEORY_KINDS)}")
-            elif bench not in (arms[arm].get("benchmarks") or []):
-                problems.append(f"experiment.theory.{arm}.{bench}: arm {arm} does not run benchmark {bench!r}")
-    if exp.get("theory") and not toy:
-        problems.append("experiment.theory: expectations need a model whose acceptance is known (model.toy)")
+    problems.extend(_theory_problems(cfg))
     an = cfg["analysis"]
     if an["multiplicity"] not in ("holm", "none"):
         problems.append(f"analysis.multiplicity: {an['multiplicity']!r} not one of ['holm', 'none']")
@@ -318,6 +314,96 @@ def validate(cfg: Dict[str, Any]) -> None:
     problems.extend(_flag_problems(cfg))
     if problems:
         raise ConfigError(problems)
+
+
+def data_sources(cfg: Dict[str, Any]) -> Dict[str, tuple]:
+    """Every data file the campaign reads: dataset name -> (source, the config key a user sets).  A benchmark's file
+    is named after the benchmark; the toy model's tokenizer corpus `toy_corpus`."""
+    from specrepro.datasets import needs_sharegpt
+
+    data = cfg.get("data") or {}
+    out: Dict[str, tuple] = {}
+    for b, bench in (cfg.get("benchmarks") or {}).items():
+        if bench["kind"] == "gsm8k" and bench.get("gsm8k") and bench["gsm8k"]["test_data"] in data:
+            name = bench["gsm8k"]["test_data"]
+            out[b] = (data[name], f"data.{name}")
+        elif bench["kind"] == "bench_serving" and bench.get("serving") and needs_sharegpt(bench["serving"]) \
+                and bench["serving"].get("sharegpt"):
+            out[b] = (bench["serving"]["sharegpt"], f"benchmarks.{b}.serving.sharegpt")
+    toy = cfg["model"].get("toy")
+    if toy and toy["corpus"] in data:
+        out["toy_corpus"] = (data[toy["corpus"]], f"data.{toy['corpus']}")
+    return out
+
+
+def _data_problems(cfg: Dict[str, Any]) -> List[str]:
+    data = cfg.get("data") or {}
+    named = [(f"benchmarks.{b}.gsm8k.test_data", v["gsm8k"]["test_data"]) for b, v in (cfg.get("benchmarks") or {}).items()
+             if v["kind"] == "gsm8k" and v.get("gsm8k")]
+    if cfg["model"].get("toy"):
+        named.append(("model.toy.corpus", cfg["model"]["toy"]["corpus"]))
+    problems = [f"{key}: {name!r} is not a data entry (data: {', '.join(data) or 'none'})" for key, name in named
+                if name not in data]
+    seen = set()
+    for name, (source, key) in data_sources(cfg).items():
+        if key in seen:
+            continue
+        seen.add(key)
+        if source.get("sha256") is not None and not re.fullmatch(r"[0-9a-f]{64}", str(source["sha256"])):
+            problems.append(f"{key}.sha256: must be 64 hex digits (or null: recorded at the first fetch)")
+        if not Path(source["path"]).is_file() and (cfg.get("offline") or not source.get("url")):
+            why = "offline=true" if cfg.get("offline") else f"{key}.url is not set"
+            problems.append(f"{key}.path: {source['path']} is not there and it cannot be fetched ({why}): put the file "
+                            f"there" + (f" (sha256 {source['sha256']})" if source.get("sha256") else "")
+                            + f", or set {key}.path=FILE")
+    return problems
+
+
+def theory_entries(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """experiment.theory typed: arm -> benchmark -> a DraftTheory as a plain dict (enums by name)."""
+    from omegaconf import OmegaConf
+
+    from specrepro.schema import DraftTheory
+
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for arm, per_bench in (cfg["experiment"].get("theory") or {}).items():
+        for bench, entry in (per_bench or {}).items():
+            merged = OmegaConf.merge(OmegaConf.structured(DraftTheory), entry)
+            out.setdefault(arm, {})[bench] = OmegaConf.to_container(merged, throw_on_missing=True, enum_to_str=True)
+    return out
+
+
+def _theory_problems(cfg: Dict[str, Any]) -> List[str]:
+    from omegaconf.errors import OmegaConfBaseException
+
+    exp = cfg["experiment"]
+    arms = exp.get("arms") or {}
+    problems = []
+    for arm, per_bench in (exp.get("theory") or {}).items():
+        if arm not in arms:
+            problems.append(f"experiment.theory.{arm}: not an arm of this experiment (arms: {', '.join(arms)})")
+            continue
+        for bench, entry in (per_bench or {}).items():
+            key = f"experiment.theory.{arm}.{bench}"
+            if bench not in (arms[arm].get("benchmarks") or []):
+                problems.append(f"{key}: arm {arm} does not run benchmark {bench!r}")
+                continue
+            if not isinstance(entry, dict):
+                problems.append(f"{key}: a draft rule ({{draft_temperature: ..., first_draft_temperature: ..., "
+                                f"steps: ..., acceptance: ...}}), got {entry!r}")
+                continue
+            try:
+                typed = theory_entries({"experiment": {"theory": {arm: {bench: entry}}}})[arm][bench]
+            except OmegaConfBaseException as exc:
+                problems.append(f"{key}: {hydra_message(exc)}")
+                continue
+            from specrepro.theory import TheoryError, rule_problems
+
+            try:
+                problems += [f"{key}.{p}" for p in rule_problems(typed, cfg["model"])]
+            except TheoryError as exc:
+                problems.append(f"{key}: {exc}")
+    return problems
 
 
 # Argument combinations a container runtime refuses, by its own documentation or error: (runtime, flags present

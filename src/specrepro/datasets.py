@@ -1,14 +1,18 @@
-"""Client datasets resolved on the submit host, before any GPU job: fetched once, checksummed, cached, recorded.
+"""Data files a campaign reads, resolved on the submit host before any job that reads them: fetched once, checksummed,
+cached, recorded.
 
-sglang 0.5.20's bench_serving `random` and `sharegpt` datasets read ShareGPT; given no file, its client downloads
+Every file a campaign reads is a `DataSource` (path, url, sha256): GSM8K's test set (`data.gsm8k`, which the gsm8k
+benchmarks and the toy model's tokenizer corpus point at) and the ShareGPT file sglang 0.5.20's bench_serving
+`random` and `sharegpt` datasets read.  Given no file, that client downloads
 anon8231489123/ShareGPT_Vicuna_unfiltered/ShareGPT_V3_unfiltered_cleaned_split.json from the model hub
 (sglang/benchmark/datasets/random.py, `download_and_cache_hf_file`) -- inside the GPU job, after the model has
-loaded, on a compute node that often has no internet.  Here the file is fetched once where Snakemake runs (the
-`client_data` rule, a local rule), verified, and handed to the client with --dataset-path (mounted read-only).
+loaded, on a compute node that often has no internet.  Here every file is fetched once where Snakemake runs (the
+`datasets` rule, a local rule), verified, and read by the jobs from its path (mounted read-only into containers).
 
-No checksum of that file is published: with `sha256: null` the first fetch records the file's hash next to it
-(`<file>.sha256`) and every later use is held to it; the record names which it was.  Offline, a missing file stops
-the campaign at validation, naming the path to provide.
+Online, a missing file is fetched from its url into its path (by default under cache_dir/datasets/).  Offline, or
+where the fetch fails, the error names the config key to set and the file to put there.  With `sha256: null` (no
+checksum published) the first fetch records the file's hash next to it (`<file>.sha256`) and every later use is held
+to it; the record names which it was.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from typing import IO, Any, Dict, Optional
 
 import requests
 
+from specrepro.errors import SpecreproError
 from specrepro.fileio import write_json
 from specrepro.patching import sha256_file
 
 
-class DatasetError(RuntimeError):
+class DatasetError(SpecreproError, RuntimeError):
     """A client dataset is missing, cannot be fetched, or is not the file it should be."""
 
 
@@ -46,41 +51,66 @@ def _download(url: str, dest: Path, log: IO) -> None:
                 if time.monotonic() - last > 5:
                     last = time.monotonic()
                     of = f" of {total / 2**20:.0f} MiB" if total else ""
-                    print(f"client_data: {dest.name}: {done / 2**20:.0f} MiB{of}", file=log, flush=True)
+                    print(f"datasets: {dest.name}: {done / 2**20:.0f} MiB{of}", file=log, flush=True)
     partial.replace(dest)
+
+
+def expected_sha256(source: Dict[str, Any]) -> tuple:
+    """(the hash a file must have, how it is known); (None, ...) before a first fetch of an unpinned file."""
+    path = Path(source["path"])
+    recorded = path.with_name(path.name + ".sha256")
+    if source.get("sha256"):
+        return source["sha256"], "the configured sha256"
+    if recorded.is_file():
+        return recorded.read_text().split()[0], f"the hash recorded at its first fetch ({recorded})"
+    return None, "none published"
+
+
+def verify_file(source: Dict[str, Any], key: str) -> Path:
+    """A data file a job reads, held to its hash; never fetched here (the datasets stage fetches, on the submit host)."""
+    path = Path(source["path"])
+    if not path.is_file():
+        raise DatasetError(f"{key}.path: {path} is not there: the datasets stage fetches it before any job reads it "
+                           f"(run the campaign, or put the file there)")
+    pinned, how = expected_sha256(source)
+    got = sha256_file(path)
+    if pinned and got != pinned:
+        raise DatasetError(f"{key}: {path} has sha256 {got}, expected {pinned} ({how}); remove it to fetch again")
+    return path
 
 
 def resolve_dataset(source: Dict[str, Any], record: Path, offline: bool, log: IO, key: str) -> Dict[str, Any]:
     """The dataset file at source['path'], fetched from source['url'] when absent and allowed, verified; its record
     (path, sha256, bytes, how it was verified) written to `record`.  `key` names the config entry in errors."""
+    from specrepro.fileio import locked
+
     path = Path(source["path"])
     fetched = False
-    if not path.is_file():
-        if offline or not source.get("url"):
-            raise DatasetError(f"{key}.path: {path} is not there{' (offline=true)' if offline else ''} and no "
-                               f"download is allowed: put the file there (sglang's client would fetch it inside the "
-                               f"GPU job)")
-        print(f"client_data: fetching {source['url']} -> {path}", file=log, flush=True)
-        try:
-            _download(source["url"], path, log)
-        except (requests.RequestException, OSError) as exc:
-            raise DatasetError(f"{key}.url: {source['url']} could not be fetched ({exc}); put the file at {path} "
-                               f"instead") from exc
-        fetched = True
-    got = sha256_file(path)
-    pinned = source.get("sha256")
-    recorded_file = path.with_name(path.name + ".sha256")
-    if pinned:
-        how = "the configured sha256"
-    elif recorded_file.is_file():
-        pinned, how = recorded_file.read_text().split()[0], f"the hash recorded at its first fetch ({recorded_file})"
-    else:
-        recorded_file.write_text(f"{got}  {path.name}\n")
-        pinned, how = got, "none published: this hash is now recorded and every later use is held to it"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # two records of one file (two benchmarks, the toy corpus) fetch it once
+    with locked(path.with_name(f".{path.name}.lock")):
+        if not path.is_file():
+            hint = (f"put the file at {path}" + (f" (sha256 {source['sha256']})" if source.get("sha256") else "")
+                    + f", or set {key}.path=FILE")
+            if offline or not source.get("url"):
+                raise DatasetError(f"{key}.path: {path} is not there" + (" (offline=true)" if offline else "")
+                                   + f" and no download is allowed: {hint}")
+            print(f"datasets: fetching {source['url']} -> {path}", file=log, flush=True)
+            try:
+                _download(source["url"], path, log)
+            except (requests.RequestException, OSError) as exc:
+                raise DatasetError(f"{key}.url: {source['url']} could not be fetched ({type(exc).__name__}: "
+                                   f"{str(exc)[:200]}): {hint}") from exc
+            fetched = True
+        got = sha256_file(path)
+        pinned, how = expected_sha256(source)
+        if pinned is None:
+            path.with_name(path.name + ".sha256").write_text(f"{got}  {path.name}\n")
+            pinned, how = got, "none published: this hash is now recorded and every later use is held to it"
     if got != pinned:
         raise DatasetError(f"{key}: {path} has sha256 {got}, expected {pinned} ({how}); remove it to fetch again")
     result = {"path": str(path), "sha256": got, "bytes": path.stat().st_size, "verified_by": how,
-              "fetched_now": fetched, "url": source.get("url")}
+              "fetched_now": fetched, "url": source.get("url"), "key": key}
     write_json(record, result)
-    print(f"client_data: {path} ({result['bytes']} bytes, sha256 {got[:16]}...; {how})", file=log, flush=True)
+    print(f"datasets: {path} ({result['bytes']} bytes, sha256 {got[:16]}...; {how})", file=log, flush=True)
     return result

@@ -15,7 +15,6 @@ import hashlib
 import json
 import re
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -23,14 +22,9 @@ from typing import Any, Dict, List, Optional
 import requests
 
 from specrepro.fileio import write_json, write_text_atomic
-from specrepro.patching import sha256_file
 
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
-
-
-class Gsm8kDataError(RuntimeError):
-    pass
 
 
 def answer_value(text: str) -> int:
@@ -54,23 +48,11 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
     return "".join(one_example(items[i], True) + "\n\n" for i in range(k))
 
 
-def load_test_set(data: Dict[str, Any], cache_dir: Path, offline: bool) -> List[Dict[str, str]]:
-    """The test file, verified against its sha256; downloaded once when allowed."""
-    path = Path(data["path"])
-    if not path.is_file():
-        if offline or not data.get("url"):
-            raise Gsm8kDataError(f"GSM8K test file {path} not found (offline: set benchmarks.*.gsm8k.test_data.path)")
-        path = cache_dir / "data" / f"gsm8k-test-{data['sha256'][:16]}.jsonl"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            with urllib.request.urlopen(data["url"], timeout=120) as resp, open(partial, "wb") as fh:
-                fh.write(resp.read())
-            partial.rename(path)
-    got = sha256_file(path)
-    if got != data["sha256"]:
-        raise Gsm8kDataError(f"GSM8K test file {path}: sha256 {got} != expected {data['sha256']} (test_data.sha256)")
-    with open(path) as fh:
+def load_test_set(data: Dict[str, Any], key: str = "data.gsm8k") -> List[Dict[str, str]]:
+    """The test file at its configured path, held to its sha256 (the datasets stage fetched and verified it)."""
+    from specrepro.datasets import verify_file
+
+    with open(verify_file(data, key)) as fh:
         return [json.loads(line) for line in fh if line.strip()]
 
 
@@ -183,7 +165,7 @@ def cli(args, cfg: Optional[Dict[str, Any]] = None) -> int:
 
     cfg = cfg or load_resolved(Path(args.config))
     settings = cfg["benchmarks"][args.benchmark]["gsm8k"]
-    items = load_test_set(settings["test_data"], Path(cfg["cache_dir"]), cfg.get("offline", False))
+    items = load_test_set(cfg["data"][settings["test_data"]], f"data.{settings['test_data']}")
     result = run_gsm8k(args.base_url.rstrip("/"), settings, items, cfg["serve"]["request_timeout_s"])
     write_outputs(result, Path(args.output_dir))
     s = result["summary"]

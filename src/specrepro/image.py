@@ -38,6 +38,7 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
+from specrepro.errors import SpecreproError
 from specrepro import patching
 from specrepro.fileio import locked, write_json
 from specrepro.procs import run_logged
@@ -71,7 +72,7 @@ From: {base_from}
 """
 
 
-class ImageError(RuntimeError):
+class ImageError(SpecreproError, RuntimeError):
     pass
 
 
@@ -199,13 +200,13 @@ def build_context(ctx: Path, patches: List[Path], recipe_args: Dict[str, str]) -
 def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: List[Path], output: Path, log: IO,
                 base_record: Optional[Path] = None) -> Dict[str, Any]:
     from specrepro.campaign import Campaign
-    from specrepro.sources import resolve_patch_series
+    from specrepro.patch_check import refuse_failed
+    from specrepro.series import resolve_patches
 
     campaign = Campaign(cfg)
-    for v in verdicts:
-        verdict = json.loads(Path(v).read_text())
-        if not verdict["passed"]:
-            raise ImageError(f"arm {arm}: patch_check failed ({v}); no GPU time is spent on a patch that fails its CPU checks")
+    refused = refuse_failed(arm, verdicts)
+    if refused:
+        raise ImageError(refused)
     plat = cfg["platform"]
     manifest = json.loads(tree_manifest.read_text())
     series = campaign.series_of(arm)
@@ -238,8 +239,7 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
                       archive=base.get("archive"), built=False)
         write_json(output, record)
         return record
-    patches = resolve_patch_series(cfg["experiment"]["patch_series"][series], campaign.project_root,
-                                   campaign.cache_dir, log)
+    patches = resolve_patches(campaign.series_spec(series), campaign.cache_dir, log)
     ctx = output.parent / f"{arm}.context"
     # A base that reaches nodes as an archive has no registry digest there (a load does not restore one, and FROM
     # repo@digest would try the registry): podman names it by its image ID, which survives save and load.

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from specrepro.errors import SpecreproError
 from specrepro.campaign import BenchRun, Campaign
 
 LABEL_PREFIX = "org.specrepro"
@@ -37,7 +38,7 @@ PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
 GpuIndex = Union[int, str]
 
 
-class LaunchError(RuntimeError):
+class LaunchError(SpecreproError, RuntimeError):
     """A launch that cannot be built (GPUs not granted, bad mount); the message says what to set."""
 
 
@@ -322,11 +323,12 @@ class Launcher:
         return self.wrap(ctx, inner, server=True)
 
     def wrap(self, ctx: LaunchContext, inner: List[str], server: bool,
-             extra_mounts: Sequence[Mount] = (), name_suffix: str = "") -> List[str]:
+             extra_mounts: Sequence[Mount] = (), name_suffix: str = "",
+             extra_env: Optional[Dict[str, str]] = None) -> List[str]:
         """`inner` run by the platform: as the server's container, or next to it (a client)."""
         if self.runtime == "none":
             return inner
-        env = self.env(ctx, client=not server)
+        env = {**self.env(ctx, client=not server), **(extra_env or {})}
         mounts = self.mounts(ctx) + list(extra_mounts)
         name = self.container_name(ctx) + name_suffix
         if self.runtime in ("docker", "podman"):

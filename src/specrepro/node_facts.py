@@ -40,12 +40,13 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+from specrepro.errors import SpecreproError
 
 KFD_NODES = "sys/class/kfd/kfd/topology/nodes"
 GRANT_ENV = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
-class NodeFactsError(RuntimeError):
+class NodeFactsError(SpecreproError, RuntimeError):
     """The node's GPUs could not be read, or a grant names GPUs the node does not have."""
 
 

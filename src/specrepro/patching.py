@@ -174,7 +174,10 @@ def apply_series(tree: Path, patches: List[Path], layout: Optional[str] = None) 
             for repo_path in touched_files(patch.read_text()):
                 rel = _strip(repo_path, strip)
                 files[rel] = sha256_file(staging / rel) if (staging / rel).is_file() else None
-            applied.append({"patch": patch.name, "sha256": sha256_file(patch), "files": files})
+            # --fuzz=0 refuses drifted context; a hunk may still land some lines away (an offset): recorded
+            offsets = re.findall(r"Hunk #\d+ succeeded at \d+ \(offset -?\d+ lines?\)", done.stdout)
+            applied.append({"patch": patch.name, "sha256": sha256_file(patch), "files": files, "fuzz": 0,
+                            "offsets": offsets})
         for rel in touched:
             src, dst = staging / rel, tree / rel
             if src.is_file():

@@ -8,6 +8,7 @@ full key.  Values that a campaign must supply are MISSING here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -16,9 +17,12 @@ from omegaconf import MISSING
 
 @dataclass
 class DataSource:
-    # Local copy (offline runs, tests); relative paths are from the project root.
+    # Where the file is read from (the submit host and the GPU nodes see it: a shared folder).  Online, a missing
+    # file is fetched here once from `url` and verified; offline it must be there.
     path: str = MISSING
-    sha256: str = MISSING
+    # The file's sha256.  None: none is published; the first fetch records the file's hash beside it and every
+    # later use is held to that.
+    sha256: Optional[str] = None
     # Canonical download, used only when `path` is absent and downloads are allowed.
     url: Optional[str] = None
 
@@ -32,8 +36,8 @@ class ToyModelConfig:
     hidden: int = 64
     # Logit of the next token is sharpness * cos(...): 8 gives P(argmax) about 0.8-0.86 at T=1.
     sharpness: float = 8.0
-    # Text the tokenizer is trained on (a GSM8K-style JSONL of questions and answers).
-    corpus: DataSource = field(default_factory=DataSource)
+    # Text the tokenizer is trained on: the name of a `data` entry (a GSM8K-style JSONL of questions and answers).
+    corpus: str = "gsm8k"
 
 
 @dataclass
@@ -136,18 +140,61 @@ class SglangConfig:
     git_ref: str = MISSING
     # auto: git where reachable, else the package registry's release
     source: str = "auto"
-    # Upstream release that carries the fix: the behavioural reference of the
-    # CPU checks, never a source of patch text.
-    reference_version: Optional[str] = None
 
 
 @dataclass
 class PatchEntry:
-    # Exactly one of series / path / url.
-    series: Optional[str] = None
+    # Exactly one of path (relative to the series folder) / url (fetched once, held to its sha256).
     path: Optional[str] = None
     url: Optional[str] = None
     sha256: Optional[str] = None
+
+
+class CheckWhere(Enum):
+    # once per series, on CPU tensors, before any image is built
+    cpu = "cpu"
+    # on one GPU inside each arm's image, before its server starts
+    gpu = "gpu"
+
+
+class SeriesTree(Enum):
+    patched = "patched"
+    unpatched = "unpatched"
+    # the upstream release `reference_sglang` names
+    reference = "reference"
+
+
+@dataclass
+class SeriesCheck:
+    """One of a series' own checks: a probe run per tree (or per arm, on a GPU) and a judge over the records
+    (the protocol: patches/README.md)."""
+
+    name: str = MISSING
+    where: CheckWhere = CheckWhere.cpu
+    # Paths relative to the series folder.
+    probe: str = MISSING
+    judge: str = MISSING
+    # CPU checks: the trees the probe runs on.
+    trees: List[SeriesTree] = field(default_factory=lambda: [SeriesTree.patched, SeriesTree.unpatched])
+    # Appended to the probe's command line.
+    args: List[str] = field(default_factory=list)
+    timeout_s: float = 1800.0
+
+
+@dataclass
+class SeriesSpec:
+    """patches/<series>/series.yaml: one change under test, with everything that belongs to it."""
+
+    # The change in its own words (report, MLflow).
+    title: str = MISSING
+    description: str = ""
+    # Where the change comes from: a file in the series folder (its PR text) or a URL.
+    source: str = ""
+    # Applied in order to the pinned sglang, all or nothing, no fuzz.
+    patches: List[PatchEntry] = MISSING
+    # An upstream sglang release that carries the change: the behavioural reference of its CPU checks.
+    reference_sglang: Optional[str] = None
+    checks: List[SeriesCheck] = field(default_factory=list)
 
 
 @dataclass
@@ -155,21 +202,12 @@ class Gsm8kSettings:
     num_questions: int = 200
     num_shots: int = 5
     temperature: float = 0.0
-    # None: sglang's default (TOP_K_ALL); set it for a sampled workload.
+    # None: sglang's default (the whole vocabulary); set it for a sampled workload.
     top_k: Optional[int] = None
     max_new_tokens: int = 512
     parallel: int = 8
-    test_data: DataSource = field(default_factory=DataSource)
-
-
-@dataclass
-class ClientDataset:
-    # Where the file lives (the submit host and the GPU nodes see it: a shared folder).
-    path: str = MISSING
-    # Fetched from here once, on the submit host, when the file is absent and downloads are allowed.
-    url: Optional[str] = None
-    # None: none is published; the first fetch records the file's hash and later uses are held to it.
-    sha256: Optional[str] = None
+    # The test set: the name of a `data` entry.
+    test_data: str = "gsm8k"
 
 
 @dataclass
@@ -186,7 +224,7 @@ class ServingSettings:
     dataset_path: Optional[str] = None
     # What the random/sharegpt datasets read when dataset_path is not given: resolved before any GPU job
     # (specrepro.datasets) and passed as --dataset-path, so the client never downloads inside the GPU job.
-    sharegpt: Optional[ClientDataset] = None
+    sharegpt: Optional[DataSource] = None
     output_details: bool = True
     extra_args: List[str] = field(default_factory=list)
 
@@ -200,6 +238,14 @@ class CellOf:
 
 
 @dataclass
+class HeadlineTable:
+    # The metrics of the benchmark's headline table, in order; empty: those its claims name.
+    metrics: List[str] = field(default_factory=list)
+    # Said beside the table's title, in the experiment's words ("accept length is the metric the change moves").
+    note: str = ""
+
+
+@dataclass
 class BenchmarkConfig:
     # gsm8k | bench_serving
     kind: str = MISSING
@@ -208,6 +254,8 @@ class BenchmarkConfig:
     gsm8k: Optional[Gsm8kSettings] = None
     serving: Optional[ServingSettings] = None
     cell: Optional[CellOf] = None
+    # How the report shows it (no part of what is measured).
+    headline: HeadlineTable = field(default_factory=HeadlineTable)
 
 
 @dataclass
@@ -242,6 +290,30 @@ class SweepConfig:
     treatments: Optional[List[Dict[str, Any]]] = None
 
 
+class VerifyRule(Enum):
+    # the target's argmax decides each draft: sglang 0.5.20 on CPU, HIP and XPU, and any all-greedy batch
+    greedy = "greedy"
+
+
+@dataclass
+class DraftTheory:
+    """How an arm's draft proposes on one benchmark, for the accept length theory predicts (specrepro.theory)."""
+
+    # The draft proposes at this multiple of the request's temperature: 0 is its argmax, 1 samples q at the
+    # request's temperature (sglang rewrites temperature 0 to 1 with top_k 1, so a greedy request samples at 1).
+    draft_temperature: float = MISSING
+    # The first draft of a request's first verify step, proposed after its prefill by another code path; None: as
+    # draft_temperature.
+    first_draft_temperature: Optional[float] = None
+    verify: VerifyRule = VerifyRule.greedy
+    # Drafts per verify step; None: model.server_args.speculative_num_steps.
+    steps: Optional[int] = None
+    # P(a draft is accepted) at draft_temperature / first_draft_temperature; None: computed from the weights of a
+    # model the pipeline builds (model.toy).
+    acceptance: Optional[float] = None
+    first_acceptance: Optional[float] = None
+
+
 @dataclass
 class ExperimentConfig:
     name: str = MISSING
@@ -252,7 +324,8 @@ class ExperimentConfig:
     launches: int = 1
     baseline_arm: str = MISSING
     arms: Dict[str, ArmConfig] = field(default_factory=dict)
-    patch_series: Dict[str, List[PatchEntry]] = field(default_factory=dict)
+    # Series name -> its folder (patches/<series>/, with series.yaml); arms name the series.
+    patch_series: Dict[str, str] = field(default_factory=dict)
     # Published figures: arm -> benchmark -> metric -> value.
     reference: Dict[str, Dict[str, Dict[str, float]]] = field(default_factory=dict)
     # Where the published figures were measured: shown beside results of this platform and model only.
@@ -264,13 +337,15 @@ class ExperimentConfig:
     claims: Optional[str] = None
     # Claim ids not judged in this campaign (e.g. when some arms were dropped); reported as skipped.
     skip_claims: List[str] = field(default_factory=list)
-    # With a toy model (model.toy): what each arm's draft proposes per benchmark, for the expected
-    # accept length beside the measured one: argmax | sampled | argmax_after_first (the prefill's
-    # proposal is sampled, every later one is the argmax).
-    theory: Dict[str, Any] = field(default_factory=dict)
+    # What theory predicts per arm and benchmark (arm -> benchmark -> the draft's proposal rule), beside the
+    # measured accept length; specrepro.theory computes it.  Each entry is a DraftTheory (checked by
+    # config.validate: OmegaConf 2.3 cannot type a dict of dicts of dataclasses).
+    theory: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # What this experiment says of accuracy, in its own words (the report prints it above the accuracy table).
+    accuracy_note: str = ""
     # Factors with levels: client factors run on each arm's one warm server, server factors add a launch per
     # level (specrepro.sweep turns the grid into cells: benchmarks `gsm8k@concurrency=3`, arms
-    # `pr_rs_on@cuda_graph_max_bs=4`).
+    # `patched@cuda_graph_max_bs=4`).
     sweep: SweepConfig = field(default_factory=SweepConfig)
     # `plan` and `run` refuse a campaign whose estimated GPU time exceeds this (None: no budget).
     max_gpu_hours: Optional[float] = None
@@ -327,15 +402,11 @@ class PreflightConfig:
 
 @dataclass
 class GpuCheckConfig:
-    # auto: on every arm of a platform with an accelerator; always (also on a
-    # CPU: the eager half runs, the graph half says "needs a GPU"); never.
+    # auto: the GPU checks the arms' patch series declare, on every arm of a platform with an accelerator; always
+    # (also on a CPU, where a probe reports what it could not execute); never.
     enabled: str = "auto"
+    # Upper bound for one series' GPU checks on one arm (probe and judge); a check's own timeout_s bounds its probe.
     timeout_s: float = 900.0
-    # Greedy rows drawn on the device, and graph replays per case.
-    greedy_rows: int = 4096
-    replays: int = 2000
-    # Replays per batch shape of sglang's own draft graph runner (full and padded batches).
-    runner_replays: int = 1000
 
 
 @dataclass
@@ -375,6 +446,9 @@ class SpecreproConfig:
     preflight: PreflightConfig = field(default_factory=PreflightConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    # Data files the campaign reads (GSM8K's test set, a tokenizer corpus), by name; benchmarks and models point at
+    # them (${data.gsm8k}).
+    data: Dict[str, DataSource] = field(default_factory=dict)
     results_dir: str = MISSING
     cache_dir: str = MISSING
     project_root: str = MISSING

@@ -30,6 +30,7 @@ from typing import IO, Any, Dict, List, Optional
 
 import requests
 
+from specrepro.errors import SpecreproError
 from specrepro import accept_length as al
 from specrepro import effective_config, gpu_facts
 from specrepro.campaign import BenchRun, Campaign
@@ -40,7 +41,7 @@ from specrepro.redaction import mask_bytes, redact, secret_values
 READY_LINE = "The server is fired up and ready to roll!"
 
 
-class ServeError(RuntimeError):
+class ServeError(SpecreproError, RuntimeError):
     """A server that crashed, never became ready or stopped answering."""
 
 
@@ -250,7 +251,7 @@ def warmup_batches(campaign: Campaign, arm: str) -> List[Dict[str, Any]]:
         if bench["kind"] == "gsm8k":
             g = bench["gsm8k"]
             n = max(least, g["parallel"])
-            items = load_test_set(g["test_data"], campaign.cache_dir, campaign.cfg["offline"])
+            items = load_test_set(campaign.cfg["data"][g["test_data"]], f"data.{g['test_data']}")
             prefix = few_shot_prefix(items, g["num_shots"])
             sampling = {"temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"], "stop": STOP}
             if g.get("top_k") is not None:
@@ -353,7 +354,7 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     consistency["consistent"] = all(c.get("consistent", True) for c in consistency.values())
     # One accept length per run, from the sources that need no log lines: the
     # meta_info counts where requests carry them (exact per request), else the
-    # /metrics counters; the decode log (the seed's grep) is the cross-check.
+    # /metrics counters; the decode log (what users grep) is the cross-check.
     metrics["accept_length"] = next((sources[k] for k in ("meta_info", "metrics", "decode_log") if sources[k] is not None), None)
     for k, v in sources.items():
         metrics[f"accept_length_{k}"] = v

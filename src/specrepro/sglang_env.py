@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict
 
+from specrepro.errors import SpecreproError
 from specrepro.fileio import locked
 from specrepro.procs import run_logged
 
 COMPLETE = ".specrepro-complete"
 
 
-class EnvError(RuntimeError):
+class EnvError(SpecreproError, RuntimeError):
     pass
 
 

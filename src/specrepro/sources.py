@@ -17,12 +17,13 @@ import zipfile
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
+from specrepro.errors import SpecreproError
 from specrepro.fileio import locked
-from specrepro.patching import detect_layout, read_series, sha256_file
+from specrepro.patching import detect_layout, sha256_file
 from specrepro.procs import run_logged
 
 
-class SourceError(RuntimeError):
+class SourceError(SpecreproError, RuntimeError):
     pass
 
 
@@ -127,42 +128,22 @@ def cached_release_tree(version: str, cache_dir: Path, log: IO) -> Path:
     return tree
 
 
-def local_entry_files(entry: Dict[str, Any], project_root: Path) -> List[Path]:
-    """The local files a series entry is made of: a series file and its patches, or one patch; none for a URL."""
-    if entry.get("series"):
-        series_file = project_root / entry["series"]
-        return [series_file, *read_series(series_file)]
-    if entry.get("path"):
-        return [project_root / entry["path"]]
-    return []
-
-
-def resolve_patch_series(entries: List[Dict[str, Any]], project_root: Path, cache_dir: Path, log: IO) -> List[Path]:
-    """Config entries -> patch files in order; URL patches fetched once and verified."""
-    patches: List[Path] = []
-    for entry in entries:
-        if entry.get("url"):
-            patches.append(fetch_url_patch(entry["url"], entry["sha256"], cache_dir, log))
-        else:
-            files = local_entry_files(entry, project_root)
-            patches += files[1:] if entry.get("series") else files
-    return patches
-
-
-def patch_stage(source_manifest: Path, source_tree: Path, entries: List[Dict[str, Any]], series: str,
-                project_root: Path, cache_dir: Path, tree: Path, manifest: Path, log: IO) -> Dict[str, Any]:
+def patch_stage(source_manifest: Path, source_tree: Path, series_dir: Path, series: str, cache_dir: Path, tree: Path,
+                manifest: Path, log: IO) -> Dict[str, Any]:
     """The patch stage: a copy of the pristine tree with the series applied (all or nothing), and its manifest."""
     from specrepro.fileio import write_json
     from specrepro.patching import apply_series
+    from specrepro.series import load_series, resolve_patches
 
     source = json.loads(Path(source_manifest).read_text())
-    patches = resolve_patch_series(entries, project_root, cache_dir, log)
+    patches = resolve_patches(load_series(series_dir), cache_dir, log)
     # Patch a copy: the pristine source stays for the unpatched arms and checks.
     if tree.exists():
         shutil.rmtree(tree)
     shutil.copytree(source_tree, tree, symlinks=True)
     record = apply_series(tree, patches, source["layout"])
-    record.update(source=source, series=series)
+    record.update(source=source, series=series, series_dir=str(series_dir),
+                  patch_paths={p.name: str(p) for p in patches})
     print(json.dumps(record, indent=1), file=log)
     write_json(manifest, record)
     return record

@@ -7,7 +7,7 @@
 
 A client factor sets a benchmark setting: each level is a benchmark of its own, `gsm8k.concurrency-3`, served by
 the arm's one warm server (no new launch).  A server factor sets a server flag: each level is an arm of its own,
-`pr_rs_on.cuda_graph_max_bs-4`, with its own launch.  A cell is then an ordinary benchmark or arm: its runs are
+`patched.cuda_graph_max_bs-4`, with its own launch.  A cell is then an ordinary benchmark or arm: its runs are
 keyed like any run (a rerun measures only missing or changed cells), and its `cell` entry (base name, levels)
 lets tables, plots and claims regroup them by factor.
 

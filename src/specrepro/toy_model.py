@@ -209,14 +209,16 @@ def load_theory(model_dir: Path) -> Optional[Dict[str, Any]]:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def toy_model_stage(toy: Dict[str, Any], num_steps: int, cache_dir: Path, offline: bool, log) -> Dict[str, Any]:
-    """The DAG's toy_model job: the corpus verified (downloaded once where allowed), then the pair built."""
-    from specrepro.gsm8k import load_test_set
+def toy_model_stage(toy: Dict[str, Any], num_steps: int, corpus: Dict[str, Any], log) -> Dict[str, Any]:
+    """The DAG's toy_model job: the corpus the datasets stage resolved (verified again here), then the pair built."""
+    from specrepro.datasets import verify_file
 
-    items = load_test_set(toy["corpus"], Path(cache_dir), offline)
-    corpus = [t for item in items for t in (item.get("question", ""), item.get("answer", ""))]
-    print(f"toy model: tokenizer corpus {toy['corpus']['path']} ({len(items)} items, sha256 verified)", file=log)
-    record = build_toy_model(Path(toy["dir"]), corpus, seed=toy["seed"], vocab_size=toy["vocab_size"],
+    path = verify_file(corpus, f"data.{toy['corpus']}")
+    with open(path) as fh:
+        items = [json.loads(line) for line in fh if line.strip()]
+    texts = [t for item in items for t in (item.get("question", ""), item.get("answer", ""))]
+    print(f"toy model: tokenizer corpus {path} ({len(items)} items, sha256 verified)", file=log)
+    record = build_toy_model(Path(toy["dir"]), texts, seed=toy["seed"], vocab_size=toy["vocab_size"],
                              hidden=toy["hidden"], sharpness=toy["sharpness"], num_steps=num_steps)
     s = record["sampled_accept_length"]
     print(f"toy model in {toy['dir']}: vocab {record['vocab_size']}, P(argmax) at T=1 "
@@ -224,3 +226,23 @@ def toy_model_stage(toy: Dict[str, Any], num_steps: int, cache_dir: Path, offlin
           f"expected accept length: argmax draft {record['argmax_accept_length']:.2f}, sampling draft "
           f"{s['mean']:.3f} ({s['min']:.3f}-{s['max']:.3f})", file=log, flush=True)
     return record
+
+
+def acceptance(model_dir: Path, temperature: float):
+    """P(the draft's proposal at `temperature` x T is the target's argmax), per token it follows: what a greedy
+    verify accepts (specrepro.theory).  Read from the pair's own weights: the draft's logits equal the target's."""
+    from safetensors.numpy import load_file
+
+    from specrepro.theory import Acceptance
+
+    record = load_theory(Path(model_dir))
+    if record is None:
+        raise FileNotFoundError(f"{model_dir}/{THEORY_FILE}: not built (the toy_model stage writes it)")
+    nxt = np.array(record["next_token"])
+    ordinary = [i for i in range(len(nxt)) if i not in set(record["special_ids"])]
+    if temperature == 0:
+        return Acceptance(np.ones(len(nxt)), nxt, ordinary)
+    w = load_file(str(Path(model_dir) / TARGET_DIR / "model.safetensors"))
+    logits = w["model.embed_tokens.weight"].astype(np.float64) @ w["lm_head.weight"].astype(np.float64).T
+    probs = softmax_rows(logits / temperature)
+    return Acceptance(probs[np.arange(len(nxt)), nxt], nxt, ordinary)

@@ -20,11 +20,6 @@ from typing import Any, Dict, Optional
 from specrepro.redaction import redact, secret_values
 
 KEY_TAG = "specrepro.key"
-# Shown on each arm's run (means over its repeats), so the runs table compares arms without clicks.
-HEADLINE_METRICS = ("accept_length", "accuracy", "invalid_rate", "mean_tpot_ms", "output_throughput")
-# Of those, the columns of the dashboard's one-row-per-arm view, per benchmark kind (the seed's tables).
-VIEW_COLUMNS = {"gsm8k": ("accept_length", "accuracy", "invalid_rate"),
-                "bench_serving": ("mean_tpot_ms", "output_throughput")}
 # The claims an arm takes part in, counted by verdict, next to its headline metrics.
 CLAIM_COUNT_METRICS = {"REPRODUCED": "claims.reproduced", "NOT REPRODUCED": "claims.not_reproduced",
                        "INCONCLUSIVE": "claims.inconclusive"}
@@ -38,6 +33,10 @@ ML_MODE = "workflowType=machine_learning"
 DEFAULT_UI = "http://127.0.0.1:5000"
 # The parent run's description holds the report up to this many characters.
 NOTE_LIMIT = 7000
+
+
+def headline_metrics(bench: Dict[str, Any]) -> tuple:
+    return tuple((bench.get("headline") or {}).get("metrics") or ())
 
 
 def tracking_uri(cfg: Dict[str, Any]) -> str:
@@ -201,22 +200,23 @@ class CampaignTracker:
         return url
 
     def log_patch_check(self, verdict_path: Path) -> str:
+        """A series' patch_check: each check's outcome as a metric (`<tree>.<check>`), the series in its own words."""
+        from specrepro.patch_check import verdict_rows
+
         verdict = json.loads(Path(verdict_path).read_text())
-        series = Path(verdict_path).parent.name
+        series = verdict.get("series") or Path(verdict_path).parent.name
         run = self.child(f"patch_check:{series}", f"patch_check/{series}")
-        metrics = {f"check.{c['check']}": float(c["passed"]) for c in verdict["patched"]}
-        metrics.update({f"unpatched.{c['check']}": float(c["passed"]) for c in verdict["unpatched"]})
+        metrics = {f"{c.get('tree', 'patched')}.{c['check']}": float(c["passed"]) for c in verdict_rows(verdict)
+                   if c["executed"]}
         metrics["passed"] = float(verdict["passed"])
-        metrics["bug_visible_on_unpatched"] = float(verdict["bug_visible_on_unpatched"])
-        for c in verdict["patched"] + verdict["unpatched"]:
-            if "non_argmax" in c:
-                metrics[f"{'patched' if c in verdict['patched'] else 'unpatched'}.greedy_non_argmax_rows"] = c["non_argmax"]
         self.log(
             run,
-            params={"sglang_version": verdict["sglang_version"], "reference_version": verdict["reference_version"],
-                    "patches": {p["patch"]: p["sha256"] for p in verdict["patches"]}},
+            params={"sglang_version": verdict["sglang_version"], "reference_version": verdict.get("reference_version"),
+                    "series": series, "patches": {p["patch"]: p["sha256"] for p in verdict["patches"]}},
             metrics=metrics,
-            tags={"stage": "patch_check", "executed_on": "cpu", "gpu_note": verdict["gpu_note"]},
+            tags={"stage": "patch_check", "executed_on": "cpu", "series_title": verdict.get("title", ""),
+                  "behavioural_checks": ",".join(verdict.get("behavioural_checks") or []) or "none",
+                  "summary": "; ".join(r.get("summary") or "" for r in verdict.get("results") or [])[:5000]},
         )
         return self._close_check(run, verdict_path, verdict, "patch_check")
 
@@ -230,20 +230,22 @@ class CampaignTracker:
         return run
 
     def log_gpu_check(self, verdict_path: Path) -> str:
+        """An arm's GPU checks: each check's outcome as a metric (`<series>.<check>.<row>`), its role as a tag."""
         verdict = json.loads(Path(verdict_path).read_text())
         arm = verdict["arm"]
         run = self.child(f"gpu_check:{arm}", f"gpu_check/{arm}")
-        metrics = {f"check.{c['check']}": float(c["passed"]) for c in verdict["checks"] if c["executed"]}
-        metrics.update(passed=float(verdict["passed"]), bug_visible=float(verdict["bug_visible"]))
-        eager = verdict["record"]["eager"]["greedy"]
-        metrics["greedy_non_argmax_share"] = eager["non_argmax"] / eager["rows"]
-        if verdict["record"].get("graph"):
-            g = verdict["record"]["graph"]
-            metrics["graph_refilled_non_argmax"] = g["refilled"]["non_argmax"]
-            metrics["graph_producer_missing_non_argmax_share"] = g["producer_missing"]["non_argmax"] / g["producer_missing"]["rows"]
-        self.log(run, params={"arm": arm, "role": verdict["role"]}, metrics=metrics,
-                 tags={"stage": "gpu_check", "executed_on": verdict["device"], "gpu_name": verdict.get("gpu_name") or "none",
-                       "graph_executed": str(verdict["graph_executed"])})
+        metrics = {f"{r['series']}.{r['name']}.{c['check']}": float(c["passed"]) for r in verdict["results"]
+                   for c in r["checks"] if c["executed"]}
+        metrics.update({f"{r['series']}.{r['name']}.passed": float(r["passed"]) for r in verdict["results"]})
+        metrics["passed"] = float(verdict["passed"])
+        devices = sorted({str(r.get("device")) for r in verdict["results"] if r.get("device")})
+        self.log(run, params={"arm": arm, "roles": {r["series"]: r["role"] for r in verdict["results"]}},
+                 metrics=metrics,
+                 tags={"stage": "gpu_check", "executed_on": ",".join(devices) or "see the verdict",
+                       "gpu_name": ",".join(sorted({r["gpu_name"] for r in verdict["results"] if r.get("gpu_name")}))
+                       or "none",
+                       "summary": "; ".join(f"{r['series']}/{r['name']}: {r.get('summary') or ''}"
+                                            for r in verdict["results"])[:5000]})
         return self._close_check(run, verdict_path, verdict, "gpu_check")
 
     def log_results(self, results_dir: Path) -> Dict[str, str]:
@@ -312,13 +314,13 @@ class CampaignTracker:
                         self.artifact(run_id, arm_dir / run.stem / name, "outputs")
                 self.finish(run_id, end_time_ms=end_ms)
                 created[label] = run_id
-            # The arm's headline numbers on the arm's own run: comparable in the runs table without a click.
-            arm_metrics = {k: sum(v) / len(v) for k, v in headline.items() if k.split(".", 1)[1] in HEADLINE_METRICS}
+            # The arm's headline numbers (each benchmark's headline.metrics, means over its repeats) on the arm's own
+            # run: they are the dashboard's columns, comparable in the runs table without a click.
+            arm_metrics = {k: sum(v) / len(v) for k, v in headline.items()
+                           if k.split(".", 1)[1] in headline_metrics(campaign.benchmark(k.split(".", 1)[0]))}
             arm_metrics.update(counts.get(arm, {}))
             self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
-            columns += [k for k in arm_metrics if k not in columns and (
-                k in CLAIM_COUNT_METRICS.values()
-                or k.split(".", 1)[1] in VIEW_COLUMNS.get(campaign.benchmark(k.split(".", 1)[0])["kind"], ()))]
+            columns += [k for k in arm_metrics if k not in columns]
             self.finish(arm_run)
         if columns:
             created["dashboard"] = self.dashboard_view(campaign.arms, columns)

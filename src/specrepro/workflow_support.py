@@ -20,7 +20,7 @@ from specrepro.config import ConfigError, check_resolved, compose
 
 # Rules of each target, in DAG order; the rules not listed by fan_out run once.
 TARGET_RULES = {
-    "all": ["source", "patch", "patch_check", "base_image", "image", "toy_model", "client_data", "gpu_check",
+    "all": ["source", "patch", "patch_check", "base_image", "image", "datasets", "toy_model", "gpu_check",
             "resolved_config",
             "serve_launch", "serve_bench", "collect", "report",
             "track_campaign", "all"],
@@ -48,7 +48,7 @@ def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
             overrides = [overrides]
         overrides = [str(o) for o in overrides]
         chosen = {o.split("=", 1)[0].lstrip("+~") for o in overrides}
-        # an experiment may choose its own platform and model (eagle_topk_cpu): the profile's defaults yield to it
+        # an experiment may choose its own platform and model (a CPU experiment): the profile's defaults yield to it
         if profile_platform and "platform" not in chosen and "experiment" not in chosen:
             overrides.insert(0, f"platform={profile_platform}")
         if profile_model and "model" not in chosen and "experiment" not in chosen:
@@ -75,8 +75,9 @@ def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
         if campaign.launches > 1 else [],
         "serve_bench": [{"arm": a} for a in campaign.arms],
         "toy_model": [{}] if campaign.toy_theory else [],
-        "client_data": [{"benchmark": b} for b in sorted({Path(p).stem for a in campaign.arms
-                                                          for p in campaign.datasets_for_arm(a)})],
+        "datasets": [{"dataset": d} for d in sorted({Path(p).stem for a in campaign.arms
+                                                     for p in campaign.datasets_for_arm(a)}
+                                                    | ({"toy_corpus"} if campaign.toy_theory else set()))],
     }
 
 

@@ -27,7 +27,7 @@ for tree in patched unpatched mixed; do
   for attempt in 1 2 3 4 5 6 7 8; do
     start=$(date +%s)
     if SPECREPRO_PLACEHOLDER_MODULES=$placeholders PYTHONPATH="tests/gpu/placeholders:/tmp/t/$tree:/tmp/site" \
-        python3 src/specrepro/gpu_check/probe_gpu.py --out "$out/probe_$tree.json" --greedy-rows 4096 \
+        python3 patches/eagle_topk/checks/probe_gpu.py --out "$out/probe_$tree.json" --greedy-rows 4096 \
         --replays 2000 --runner-replays 1000 > "$out/probe_$tree.log" 2>&1; then
       echo "$tree: $(( $(date +%s) - start )) s" | tee -a "$out/gpu.txt"
       break

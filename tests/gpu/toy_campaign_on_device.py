@@ -53,7 +53,7 @@ def main() -> int:
     results = Path(a.results)
     cfg = compose([f"hydra.searchpath=[file://{ROOT / 'tests' / 'gpu' / 'conf'}]", "experiment=eagle_topk_h200_toy",
                    f"results_dir={results}", f"cache_dir={results.parent / 'cache'}",
-                   f"benchmarks.gsm8k.gsm8k.test_data.path={a.gsm8k}", f"model.toy.corpus.path={a.gsm8k}",
+                   f"data.gsm8k.path={a.gsm8k}",
                    *a.overrides])
     campaign = Campaign(cfg)
     (results / "resolved_config.yaml").parent.mkdir(parents=True, exist_ok=True)

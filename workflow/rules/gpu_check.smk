@@ -1,10 +1,10 @@
-# The patch executed on one GPU inside the arm's own image, before its server:
-# the draft proposal on device tensors, CUDA/HIP graph capture and replay, and
-# sglang's graph runner's top_ks buffer.  A patched arm whose check fails is
-# not measured.
+# The GPU checks the arms' patch series declare (patches/<series>/series.yaml), on one GPU inside the arm's own
+# image before its server: an arm of a series as `patched`, an unpatched arm as every series' control.  A patched
+# arm whose check fails is not measured.
 rule gpu_check:
     input:
         image=f"{R}/image/{{arm}}.json",
+        checks=lambda w: CAMPAIGN.gpu_check_files(w.arm),
     output:
         verdict=f"{R}/gpu_check/{{arm}}/verdict.json",
         markdown=f"{R}/gpu_check/{{arm}}/verdict.md",

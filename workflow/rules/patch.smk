@@ -11,8 +11,7 @@ rule patch:
     conda:
         "../envs/specrepro.yaml"
     params:
-        entries=lambda w: CAMPAIGN.experiment["patch_series"][w.series],
-        project_root=str(CAMPAIGN.project_root),
+        series_dir=lambda w: str(CAMPAIGN.series_dir(w.series)),
         cache_dir=str(CAMPAIGN.cache_dir),
     script:
         "../scripts/patch.py"

@@ -2,6 +2,8 @@
 if CAMPAIGN.toy_theory:
 
     rule toy_model:
+        input:
+            corpus=f"{R}/datasets/toy_corpus.json",
         output:
             CAMPAIGN.toy_theory,
         log:
@@ -10,6 +12,7 @@ if CAMPAIGN.toy_theory:
             "../envs/specrepro.yaml"
         params:
             toy=CAMPAIGN.cfg["model"]["toy"],
+            corpus=CAMPAIGN.data_source("toy_corpus")[0],
             num_steps=CAMPAIGN.cfg["model"]["server_args"].get(
                 "speculative_num_steps", 3
             ),

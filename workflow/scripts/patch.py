@@ -7,9 +7,8 @@ with stage_log(snakemake) as log:
     patch_stage(
         source_manifest=Path(snakemake.input.manifest),
         source_tree=Path(snakemake.input.tree),
-        entries=snakemake.params.entries,
+        series_dir=Path(snakemake.params.series_dir),
         series=snakemake.wildcards.series,
-        project_root=Path(snakemake.params.project_root),
         cache_dir=Path(snakemake.params.cache_dir),
         tree=Path(snakemake.output.tree),
         manifest=Path(snakemake.output.manifest),

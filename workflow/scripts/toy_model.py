@@ -5,7 +5,6 @@ with stage_log(snakemake) as log:
     toy_model_stage(
         snakemake.params.toy,
         num_steps=snakemake.params.num_steps,
-        cache_dir=snakemake.config["cache_dir"],
-        offline=snakemake.config["offline"],
+        corpus=snakemake.params.corpus,
         log=log,
     )

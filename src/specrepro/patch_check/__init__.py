@@ -1,10 +1,11 @@
-"""The patch_check stage: the patched sglang code exercised on a CPU.
+"""The patch_check stage: one patch series checked on a CPU before any image is built.
 
-The probe runs in the sglang env (specrepro.sglang_env: requirements/sglang-cpu.txt,
-CPU-usable torch and sglang's pure-Python dependencies, built once and
-cached) against the patched tree, the unpatched tree and the upstream
-reference release, each put first on PYTHONPATH; `patch_check.judge` judges
-the three records.
+Every series gets the generic checks (it applied with no fuzz, its recorded hashes hold, its touched files
+byte-compile and its touched modules import wherever the unpatched ones do); then each of the series' own CPU
+checks runs through the check protocol (patches/README.md): its probe once per tree (patched, unpatched, the
+upstream reference) in the sglang env (specrepro.sglang_env: requirements/sglang-cpu.txt, CPU torch and sglang's
+pure-Python dependencies, built once and cached) with that tree first on PYTHONPATH, then its judge over the
+records.  A failed check blocks the series' arms (image stage); the verdict is written either way.
 """
 
 from __future__ import annotations
@@ -13,117 +14,229 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import IO, Any, Dict, Optional
+from typing import IO, Any, Dict, List, Optional
 
+from specrepro.errors import SpecreproError
 from specrepro.fileio import write_json, write_text_atomic
-from specrepro.patch_check.judge import judge
+from specrepro.patching import sha256_file
 from specrepro.procs import run_logged
+from specrepro.series import checks_of, load_series, run_judge
 from specrepro.sglang_env import ensure_env
 from specrepro.sources import cached_release_tree
 
-PROBE = Path(__file__).parent / "probe_draft_proposal.py"
+# Imports one module in the tree first on PYTHONPATH: exit 0 if it imports, else its error on stderr.
+IMPORT_PROBE = ("import importlib, sys\n"
+                "try:\n    importlib.import_module(sys.argv[1])\n"
+                "except BaseException as exc:\n    print(f'{type(exc).__name__}: {exc}'[:400], file=sys.stderr); sys.exit(3)\n")
+
+
+class PatchCheckError(SpecreproError, RuntimeError):
+    """A check program that broke (not a verdict): the message names the series, the check and the log."""
 
 
 def requirements_file(project_root: Path) -> Path:
     return project_root / "requirements" / "sglang-cpu.txt"
 
 
-def run_probe(venv: Path, tree_on_path: Path, out: Path, log: IO) -> Dict[str, Any]:
+def check(name: str, passed: bool, detail: str, tree: str = "patched", executed: bool = True,
+          **evidence) -> Dict[str, Any]:
+    return {"check": name, "tree": tree, "passed": bool(passed), "executed": executed, "detail": detail, **evidence}
+
+
+def probe_env(tree_on_path: Path, tree: str, version: str) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
-    env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = str(tree_on_path)
-    cmd = [str(venv / "bin" / "python"), str(PROBE), "--out", str(out)]
-    print(f"# PYTHONPATH={env.get('PYTHONPATH', '')}", file=log)
-    if run_logged(cmd, log, env=env, timeout=1800) != 0:
-        raise RuntimeError(f"the draft-proposal probe failed on {tree_on_path} (see the log)")
-    return json.loads(out.read_text())
+    env.update(CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=str(tree_on_path), SPECREPRO_TREE=tree, SPECREPRO_SGLANG_VERSION=version)
+    return env
 
 
-def patch_check(
-    *,
-    version: str,
-    reference_version: Optional[str],
-    source_tree: Path,
-    source_manifest: Dict[str, Any],
-    patched_tree: Path,
-    patch_manifest: Dict[str, Any],
-    project_root: Path,
-    cache_dir: Path,
-    work_dir: Path,
-    log: IO,
-) -> Dict[str, Any]:
+def generic_checks(patch_manifest: Dict[str, Any], patched_pkg: Path, unpatched_pkg: Path, python: str,
+                   log: IO) -> List[Dict[str, Any]]:
+    """What every series is held to, whatever its own checks say."""
+    patches = patch_manifest["patches"]
+    offsets = [f"{p['patch']}: {o}" for p in patches for o in p.get("offsets") or []]
+    out = [check("applies_without_fuzz", True,
+                 f"{len(patches)} patch(es) applied to the pristine tree with --fuzz=0, all or nothing"
+                 + (f"; at an offset: {'; '.join(offsets)}" if offsets else "; every hunk at its stated line"),
+                 patches=[p["patch"] for p in patches])]
+    root = patched_pkg.parent
+    mismatched, files = [], {}
+    for p in patches:
+        for rel, digest in p["files"].items():
+            files[rel] = digest  # the last patch to touch a file leaves it as recorded
+        source = Path(patch_manifest.get("patch_paths", {}).get(p["patch"], ""))
+        if source.is_file() and sha256_file(source) != p["sha256"]:
+            mismatched.append(f"{p['patch']} (patch file changed since it was applied)")
+    for rel, digest in files.items():
+        now = sha256_file(root / rel) if (root / rel).is_file() else None
+        if now != digest:
+            mismatched.append(f"{rel} (recorded {str(digest)[:12]}, found {str(now)[:12]})")
+    out.append(check("recorded_hashes", not mismatched,
+                     f"{len(files)} patched file(s) and {len(patches)} patch(es) match their recorded sha256"
+                     if not mismatched else "differ from the patch record: " + "; ".join(mismatched),
+                     files=len(files)))
+    py_files = sorted(rel for rel, digest in files.items() if rel.endswith(".py") and digest)
+    broken = []
+    for rel in py_files:
+        try:
+            compile((root / rel).read_bytes(), str(root / rel), "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            broken.append(f"{rel}: {type(exc).__name__}: {exc}")
+    out.append(check("touched_files_compile", not broken,
+                     f"{len(py_files)} patched Python file(s) byte-compile" if not broken else "; ".join(broken)))
+    out.append(touched_modules_import(py_files, patched_pkg, unpatched_pkg, python, log))
+    return out
+
+
+def touched_modules_import(py_files: List[str], patched_pkg: Path, unpatched_pkg: Path, python: str,
+                           log: IO) -> Dict[str, Any]:
+    """Each patched module imports on a CPU wherever the unpatched one does (some need a GPU library either way)."""
+    import subprocess
+
+    failed, skipped, imported = [], [], []
+    for rel in py_files:
+        module = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        results = {}
+        for tree, pkg in (("unpatched", unpatched_pkg), ("patched", patched_pkg)):
+            proc = subprocess.run([python, "-c", IMPORT_PROBE, module], capture_output=True, text=True, timeout=600,
+                                  env=probe_env(pkg.parent, tree, ""))
+            results[tree] = (proc.returncode == 0, proc.stderr.strip().splitlines()[-1:] or [""])
+        print(f"# import {module}: unpatched {'ok' if results['unpatched'][0] else 'fails'}, "
+              f"patched {'ok' if results['patched'][0] else 'fails: ' + results['patched'][1][0]}", file=log)
+        if not results["unpatched"][0]:
+            skipped.append(f"{module} ({results['unpatched'][1][0]})")
+        elif results["patched"][0]:
+            imported.append(module)
+        else:
+            failed.append(f"{module}: {results['patched'][1][0]}")
+    detail = (f"{len(imported)} patched module(s) import on a CPU" if not failed else
+              "patched modules that no longer import: " + "; ".join(failed))
+    if skipped:
+        detail += f"; not importable on a CPU unpatched either (not checked): {'; '.join(skipped)}"
+    return check("touched_modules_import", not failed, detail, executed=bool(imported or failed), modules=imported)
+
+
+def run_cpu_check(spec: Dict[str, Any], chk: Dict[str, Any], trees: Dict[str, Path], versions: Dict[str, str],
+                  python: str, work_dir: Path, log: IO) -> Dict[str, Any]:
+    """One of the series' own CPU checks: its probe on each tree, then its judge over the records."""
+    folder = Path(spec["folder"])
+    records = {}
+    for tree in chk["trees"]:
+        out = work_dir / f"{chk['name']}.{tree}.json"
+        out.unlink(missing_ok=True)
+        cmd = [python, str(folder / chk["probe"]), "--out", str(out), *chk["args"]]
+        print(f"# {chk['name']}: probe on the {tree} tree ({versions[tree]}), PYTHONPATH={trees[tree].parent}",
+              file=log, flush=True)
+        code = run_logged(cmd, log, env=probe_env(trees[tree].parent, tree, versions[tree]), cwd=work_dir,
+                          timeout=chk["timeout_s"])
+        if code != 0 or not out.is_file():
+            raise PatchCheckError(f"series {Path(spec['folder']).name}: check {chk['name']}: its probe "
+                                  f"({chk['probe']}) failed on the {tree} tree (exit {code}); see the log")
+        records[tree] = out
+    return run_judge(spec, chk, records, trees, work_dir / f"{chk['name']}.verdict.json", log)
+
+
+def patch_check(*, series: str, sglang: Dict[str, Any], source_tree: Path, source_manifest: Dict[str, Any],
+                patched_tree: Path, patch_manifest: Dict[str, Any], series_dir: Path, requirements: Path,
+                cache_dir: Path, work_dir: Path, log: IO) -> Dict[str, Any]:
     work_dir.mkdir(parents=True, exist_ok=True)
-    requirements = requirements_file(project_root)
+    spec = load_series(series_dir)
     patched_pkg = patched_tree / source_manifest["package_dir"]
     unpatched_pkg = source_tree / source_manifest["package_dir"]
     env = ensure_env(cache_dir, requirements, log)
-    venv = Path(env["path"])
-
     started = time.monotonic()
-    patched = run_probe(venv, patched_pkg.parent, work_dir / "probe_patched.json", log)
-    unpatched = run_probe(venv, unpatched_pkg.parent, work_dir / "probe_unpatched.json", log)
-    reference = None
-    if reference_version:
-        ref_tree = cached_release_tree(reference_version, cache_dir, log)
-        reference = run_probe(venv, ref_tree, work_dir / f"probe_sglang_{reference_version}.json", log)
-    verdict = judge(patched, unpatched, reference, patched_pkg, unpatched_pkg, reference_version)
-    verdict.update(
-        sglang_version=version,
-        reference_version=reference_version,
-        env=env,
-        probe_seconds=round(time.monotonic() - started, 2),
-        patches=patch_manifest["patches"],
-        torch=patched.get("torch"),
-        probed_file=patched.get("sglang_file"),
-    )
-    return verdict
+    generic = generic_checks(patch_manifest, patched_pkg, unpatched_pkg, env["python"], log)
+    own = checks_of(spec, "cpu")
+    trees = {"patched": patched_pkg, "unpatched": unpatched_pkg}
+    versions = {"patched": f"{sglang['version']} + {series}", "unpatched": sglang["version"]}
+    if any("reference" in c["trees"] for c in own):
+        ref = spec["reference_sglang"]
+        trees["reference"] = cached_release_tree(ref, cache_dir, log) / "sglang"
+        versions["reference"] = ref
+    results = [dict(run_cpu_check(spec, c, trees, versions, env["python"], work_dir, log), name=c["name"])
+               for c in own]
+    passed = all(c["passed"] for c in generic) and all(r["passed"] for r in results)
+    return {
+        "series": series, "title": spec["title"], "description": spec["description"], "source": spec["source"],
+        "sglang_version": sglang["version"], "reference_version": spec.get("reference_sglang"),
+        "passed": passed, "generic": generic, "results": results,
+        "behavioural_checks": [c["name"] for c in own],
+        "gpu_checks": [c["name"] for c in checks_of(spec, "gpu")],
+        "env": env, "probe_seconds": round(time.monotonic() - started, 2), "patches": patch_manifest["patches"],
+    }
+
+
+def verdict_rows(verdict: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Every check of a verdict, generic first, each named by the check it belongs to."""
+    rows = [dict(c, group="generic") for c in verdict["generic"]]
+    for result in verdict["results"]:
+        rows += [dict(c, group=result["name"]) for c in result["checks"]]
+    return rows
 
 
 def render_markdown(verdict: Dict[str, Any]) -> str:
     lines = [
-        f"## patch_check: sglang {verdict['sglang_version']} + patch series, on a CPU",
+        f"## patch_check: series `{verdict['series']}` ({verdict['title']}) on sglang {verdict['sglang_version']}, "
+        "on a CPU",
         "",
-        f"Overall: **{'PASS' if verdict['passed'] else 'FAIL'}** "
-        f"(the bug is visible on unpatched {verdict['sglang_version']}: {verdict['bug_visible_on_unpatched']})",
+        f"Overall: **{'PASS' if verdict['passed'] else 'FAIL'}**"
+        + "".join(f"; {r['name']}: {r.get('summary') or ('pass' if r['passed'] else 'FAIL')}"
+                  for r in verdict["results"]),
         "",
-        "| tree | check | result | executed | detail |",
-        "| --- | --- | --- | --- | --- |",
     ]
-    for tree in ("patched", "unpatched"):
-        for c in verdict[tree]:
-            lines.append(
-                f"| {tree} | {c['check']} | {'pass' if c['passed'] else 'FAIL'} | "
-                f"{'yes (CPU)' if c['executed'] else 'no (source only)'} | {c['detail']} |"
-            )
-    lines += [
-        "",
-        f"On unpatched {verdict['sglang_version']} the checks are expected to fail: that is the bug.",
-        verdict["gpu_note"],
-        f"Check env: {verdict['env']['path']} ({'reused' if verdict['env']['reused'] else 'built'} in "
-        f"{verdict['env']['seconds']:.1f} s); probes {verdict['probe_seconds']} s; torch {verdict['torch']}.",
-    ]
+    if not verdict["behavioural_checks"]:
+        lines += ["This series declares no behavioural checks of its own (patches/<series>/series.yaml `checks`): "
+                  "only the generic ones below ran.", ""]
+    lines += ["| check | of | tree | result | executed | detail |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in verdict_rows(verdict):
+        lines.append(f"| {c['check']} | {c['group']} | {c.get('tree', '-')} | {'pass' if c['passed'] else 'FAIL'} | "
+                     f"{'yes (CPU)' if c['executed'] else 'no'} | {c['detail']} |")
+    notes = [n for r in verdict["results"] for n in r.get("notes") or []]
+    if verdict["gpu_checks"]:
+        notes.append(f"GPU checks declared by this series (run by gpu_check on each arm's image): "
+                     f"{', '.join(verdict['gpu_checks'])}.")
+    env = verdict["env"]
+    notes.append(f"Check env: {env['path']} ({'reused' if env['reused'] else 'built'} in {env['seconds']:.1f} s); "
+                 f"checks {verdict['probe_seconds']} s.")
+    lines += ["", *notes]
     return "\n".join(lines) + "\n"
 
 
-def patch_check_stage(*, sglang: Dict[str, Any], source_manifest: Path, source_tree: Path, patch_manifest: Path,
-                      patched_tree: Path, project_root: Path, cache_dir: Path, verdict_json: Path, verdict_md: Path,
-                      log: IO) -> Dict[str, Any]:
+def patch_check_stage(*, series: str, sglang: Dict[str, Any], source_manifest: Path, source_tree: Path,
+                      patch_manifest: Path, patched_tree: Path, series_dir: Path, requirements: Path, cache_dir: Path,
+                      verdict_json: Path, verdict_md: Path, log: IO) -> Dict[str, Any]:
     verdict = patch_check(
-        version=sglang["version"],
-        reference_version=sglang.get("reference_version"),
+        series=series,
+        sglang=sglang,
         source_tree=source_tree,
         source_manifest=json.loads(source_manifest.read_text()),
         patched_tree=patched_tree,
         patch_manifest=json.loads(patch_manifest.read_text()),
-        project_root=project_root,
+        series_dir=series_dir,
+        requirements=requirements,
         cache_dir=cache_dir,
         work_dir=verdict_json.parent / "probes",
         log=log,
     )
     text = render_markdown(verdict)
     print(text, file=log)
-    # Written whatever the verdict: a failed check is a result the report
-    # shows; the image stage of a patched arm refuses a failed verdict.
+    # Written whatever the verdict: a failed check is a result the report shows; the image stage of the series'
+    # arms refuses a failed verdict.
     write_json(verdict_json, verdict)
     write_text_atomic(verdict_md, text)
     return verdict
+
+
+def failed_checks(verdict: Dict[str, Any]) -> List[str]:
+    return [f"{c['group']}/{c['check']}" for c in verdict_rows(verdict) if c["executed"] and not c["passed"]]
+
+
+def refuse_failed(arm: str, verdicts: List[Path]) -> Optional[str]:
+    """Why `arm` may not be built and measured (its series failed patch_check), or None."""
+    for path in verdicts:
+        verdict = json.loads(Path(path).read_text())
+        if not verdict["passed"]:
+            return (f"arm {arm}: patch_check of series {verdict.get('series')} failed "
+                    f"({', '.join(failed_checks(verdict)) or 'see the verdict'}; {path}); no GPU time is spent on a "
+                    f"patch that fails its checks")
+    return None

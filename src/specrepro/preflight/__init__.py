@@ -28,12 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
+from specrepro.errors import SpecreproError
 
 PROBE = Path(__file__).parent / "probe_image.py"
 PROBE_DIR_INSIDE = "/opt/specrepro-preflight"
 
 
-class PreflightError(RuntimeError):
+class PreflightError(SpecreproError, RuntimeError):
     """Preflight failures; the message lists every one with what to set."""
 
 
@@ -254,9 +255,11 @@ def host_checks(cfg: Dict[str, Any], arm: str) -> List[Dict[str, Any]]:
     for b in campaign.arm(arm)["benchmarks"]:
         bench = campaign.benchmark(b)
         if bench["kind"] == "gsm8k":
-            path = bench["gsm8k"]["test_data"]["path"]
-            if not os.path.isfile(path) and (cfg.get("offline") or not bench["gsm8k"]["test_data"].get("url")):
-                missing.append(f"benchmarks.{b}.gsm8k.test_data.path={path}")
+            name = bench["gsm8k"]["test_data"]
+            path = cfg["data"][name]["path"]
+            if not os.path.isfile(path):
+                # the datasets stage put it there on the submit host: a node that does not see it lacks the mount
+                missing.append(f"data.{name}.path={path}")
     return [_check("host_data_files", not missing,
                    "the host-side clients' data files are here" if not missing
                    else f"not on this host: {missing}", started)]

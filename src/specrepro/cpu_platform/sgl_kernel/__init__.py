@@ -12,7 +12,7 @@ operation's contract (sgl-kernel's csrc/cpu sources: shapes, dtypes, in-place
 outputs).  tests/test_cpu_kernels.py checks each one against sglang 0.5.20's own
 Triton kernel for the same step (run by Triton's interpreter on CPU tensors)
 or, where sglang has none, against cases computed by hand.  Features the
-seed campaign's path never uses (trees with topk > 1 in attention, cross
+EAGLE topk-1 chain path never uses (trees with topk > 1 in attention, cross
 attention, sliding windows, attention sinks, FP8 KV scales) raise
 NotImplementedError instead of computing something unverified.
 """

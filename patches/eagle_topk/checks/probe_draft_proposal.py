@@ -2,8 +2,8 @@
 
 Runs inside the CPU check environment (torch + the sglang tree under test on
 sys.path), with no specrepro import: the same file probes the patched tree,
-the unpatched one and the upstream reference, and `specrepro.patch_check.judge`
-compares the three records.  Every case is seeded, so two trees given the same
+the unpatched one and the upstream reference, and judge_cpu.py compares the
+three records (the check protocol: patches/README.md).  Every case is seeded, so two trees given the same
 case see the same logits and the same random stream.
 
     python probe_draft_proposal.py --out record.json
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import sys
 import warnings
 
@@ -129,6 +130,8 @@ def main() -> int:
     mixed = [1, TOP_K_ALL, 1, TOP_K_ALL, TOP_K_ALL, 1, 1, TOP_K_ALL]
     record = {
         "sglang_file": spec_utils.__file__,
+        "tree": os.environ.get("SPECREPRO_TREE"),
+        "sglang_version": os.environ.get("SPECREPRO_SGLANG_VERSION"),
         "torch": torch.__version__,
         "accepts_top_ks": accepts_top_ks(),
         "top_k_all": TOP_K_ALL,

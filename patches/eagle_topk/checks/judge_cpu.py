@@ -1,36 +1,22 @@
-"""Judge the probe records of the patched, unpatched and reference trees.
+"""Judge of the `draft_proposal` CPU check: the probe records of the patched, unpatched and 0.5.21 trees.
 
-Pure functions over the JSON the probe writes, plus structural checks of the
-CUDA-graph half (which needs a GPU to execute) read from the patched source.
+Pure functions over the JSON probe_draft_proposal.py writes, plus structural checks of the CUDA-graph half (which
+needs a GPU to execute) read from the patched source.  The command line is the check protocol's judge
+(patches/README.md).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from scipy import stats
-
-# A sampled row's draws must not be distinguishable from q at this level.
-CHI2_MIN_P = 1e-3
+from verdicts import CHI2_MIN_P, check, chi_square_p, judge_arguments, write_verdict
 
 RUNNER = "srt/speculative/eagle_draft_cuda_graph_runner.py"
 WORKER = "srt/speculative/eagle_worker_v2.py"
-
-
-def check(name: str, passed: bool, detail: str, executed: bool = True, **numbers) -> Dict[str, Any]:
-    return {"check": name, "passed": bool(passed), "executed": executed, "detail": detail, **numbers}
-
-
-def chi_square_p(counts: List[int], q: List[float]) -> float:
-    total = sum(counts)
-    expected = [max(p, 0.0) * total for p in q]
-    norm = sum(expected)
-    expected = [e * total / norm for e in expected]
-    keep = [(c, e) for c, e in zip(counts, expected) if e > 0]
-    return float(stats.chisquare([c for c, _ in keep], [e for _, e in keep]).pvalue)
 
 
 def greedy_argmax(record: Dict[str, Any]) -> Dict[str, Any]:
@@ -163,7 +149,7 @@ def judge(
     unpatched_pkg: Path,
     ref_version: Optional[str],
 ) -> Dict[str, Any]:
-    """All checks on the patched tree, and the same checks on the unpatched one."""
+    """All checks on the patched tree; on the unpatched one, whether it shows the bug the patch fixes."""
     patched_checks = [
         greedy_argmax(patched),
         sampled_rows_are_draws_from_q(patched),
@@ -174,12 +160,36 @@ def judge(
     if reference is not None:
         patched_checks.append(agrees_with_reference(patched, reference, ref_version))
     patched_checks += structural_cuda_graph(patched_pkg)
-    unpatched_checks = [greedy_argmax(unpatched), *structural_cuda_graph(unpatched_pkg)]
-    bug_visible = not unpatched_checks[0]["passed"]
+    version = unpatched.get("sglang_version") or "the pin"
+    g = unpatched["greedy"]
+    bug = check("bug_visible_on_unpatched", g["non_argmax"] > 0,
+                f"on unpatched {version}, {g['non_argmax']} of {g['rows']} greedy rows (top_k=1) proposed a non-argmax "
+                f"token: that is the bug the patch fixes", tree="unpatched", rows=g["rows"], non_argmax=g["non_argmax"])
+    # the CUDA-graph half of unpatched sglang: shown for comparison, expected to lack what the patch adds
+    unpatched_structure = [dict(c, tree="unpatched", passed=not c["passed"], check=c["check"] + "_absent",
+                                detail="absent before the patch, as expected: " + c["detail"])
+                           for c in structural_cuda_graph(unpatched_pkg)[:3]]
+    checks = [*patched_checks, bug, *unpatched_structure]
+    passed = all(c["passed"] for c in patched_checks) and bug["passed"]
     return {
-        "patched": patched_checks,
-        "unpatched": unpatched_checks,
-        "bug_visible_on_unpatched": bug_visible,
-        "passed": all(c["passed"] for c in patched_checks) and bug_visible,
-        "gpu_note": "The CUDA-graph half was checked in source only; no GPU executed it.",
+        "passed": passed,
+        "summary": ("greedy rows propose the argmax on the patched tree, sampled rows still draw from q, and the "
+                    "unpatched tree shows the bug" if passed else
+                    "the patched sglang does not do what the PR says (see the failed checks)"),
+        "checks": checks,
+        "notes": ["The CUDA-graph half was checked in source only here; it executes in the GPU check "
+                  "(draft_graph) on a GPU."],
     }
+
+
+def main() -> int:
+    args = judge_arguments()
+    r = args.records
+    verdict = judge(r["patched"], r["unpatched"], r.get("reference"), args.trees["patched"], args.trees["unpatched"],
+                    (r.get("reference") or {}).get("sglang_version"))
+    write_verdict(args.out, verdict)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What theory predicts for a draft rule (specrepro.theory), held to known numbers, to an independent computation
+(the toy model's own theory.json) and to simulated verify steps whose truth is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import SHARED_GSM8K
+from specrepro.theory import (Acceptance, TheoryError, acceptance_for, describe, predict, predictions, rule_problems,
+                              step_lengths)
+from specrepro.toy_model import acceptance, build_toy_model, corpus_from_jsonl
+
+TOY = {"name": "toy_lookup", "toy": {"dir": "x"}, "server_args": {"speculative_num_steps": 3}}
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("toy")
+    return dict(build_toy_model(out, corpus_from_jsonl(SHARED_GSM8K / "test.jsonl")), dir=out)
+
+
+def test_known_numbers_with_a_constant_acceptance():
+    p = Acceptance.constant(0.8)
+    one = Acceptance.constant(1.0)
+    argmax = predict({"draft_temperature": 0}, 3, one, one)
+    assert argmax["expected"] == 4.0 and argmax["low"] == pytest.approx(3.92) and argmax["high"] == pytest.approx(4.08)
+    sampled = predict({"draft_temperature": 1, "acceptance": 0.8}, 3, p, p)
+    assert sampled["expected"] == pytest.approx(1 + 0.8 + 0.8 ** 2 + 0.8 ** 3)
+    # a request's first draft sampled, every other one the argmax: 4 - 3 (1 - p) / n, the seed's closed form
+    first = predict({"draft_temperature": 0, "first_draft_temperature": 1}, 3, p, one, steps_per_request=16)
+    assert first["expected"] == pytest.approx(4 - 3 * (1 - 0.8) / 16)
+    # without the request table the weight of that first step is unknown: no number, and why
+    assert predict({"draft_temperature": 0, "first_draft_temperature": 1}, 3, p, one)["why"].startswith("needs verify")
+
+
+def test_the_toy_models_sampled_prediction_equals_its_own_theory_json(toy):
+    """Two computations of the same thing: theory.json's (toy_model.theory) and specrepro.theory's from the weights."""
+    at_t = acceptance(toy["dir"], 1.0)
+    assert float(at_t.per_token[at_t.tokens].mean()) == pytest.approx(toy["p_argmax"]["mean"], abs=1e-6)
+    lengths = step_lengths(at_t, at_t, 3)
+    assert float(lengths.mean()) == pytest.approx(toy["sampled_accept_length"]["mean"], abs=1e-6)
+    assert float(lengths.min()) == pytest.approx(toy["sampled_accept_length"]["min"], abs=1e-6)
+    # colder draws accept more; the argmax always
+    assert float(acceptance(toy["dir"], 0.8).per_token[at_t.tokens].mean()) == pytest.approx(0.9657, abs=1e-3)
+    assert set(acceptance(toy["dir"], 0).per_token) == {1.0}
+
+
+def test_prediction_matches_simulated_verify_steps(toy):
+    """Verify steps simulated draft by draft on the toy model's chain (the truth known): the prediction and its band."""
+    rng = np.random.default_rng(7)
+    first, rest = acceptance(toy["dir"], 1.0), acceptance(toy["dir"], 0.8)
+    rule = {"draft_temperature": 0.8, "first_draft_temperature": 1.0}
+    committed, steps_total, requests = 0, 0, 300
+    tokens = list(first.tokens)
+    for _ in range(requests):
+        t = int(rng.choice(tokens))
+        for step in range(16):  # 16 verify steps a request
+            table = first if step == 0 else rest
+            accepted, cur = 0, t
+            for k in range(3):
+                a = (table if k == 0 else rest).per_token[cur]
+                if rng.random() >= a:
+                    break
+                accepted += 1
+                cur = int(rest.next[cur])
+            committed += 1 + accepted
+            steps_total += 1
+            # the step's committed tokens move the chain on by 1 + accepted
+            for _ in range(1 + accepted):
+                t = int(rest.next[t])
+    measured = committed / steps_total
+    row = predict(rule, 3, first, rest, verify_steps=steps_total, steps_per_request=16)
+    assert row["low"] <= measured <= row["high"], (measured, row)
+    assert measured == pytest.approx(row["expected"], abs=0.03)
+
+
+def test_predictions_read_each_temperature_once_and_rules_say_what_they_are():
+    seen = []
+
+    def at(t):
+        seen.append(t)
+        return Acceptance.constant(0.5 if t else 1.0)
+
+    entries = {"a": {"g": {"draft_temperature": 0}}, "b": {"g": {"draft_temperature": 0.8, "first_draft_temperature": 1},
+                                                           "s": {"draft_temperature": 0.8}}}
+    out = predictions(entries, TOY, at)
+    assert sorted(seen) == [0.0, 0.8, 1.0] and out[("b", "g")]["steps"] == 3
+    assert describe(entries["a"]["g"]) == "proposes the argmax"
+    assert describe(entries["b"]["g"]) == "proposes a draw from q at T first (after prefill), then a draw from q at 0.8 T"
+    with pytest.raises(TheoryError, match="no acceptance table at draft temperature 0.3"):
+        acceptance_for({"draft_temperature": 0.3}, False, {})
+
+
+@pytest.mark.parametrize("rule,model,expected", [
+    ({"draft_temperature": 1, "verify": "rejection"}, TOY, "verify: theory knows greedy verification only"),
+    ({"draft_temperature": -1, "verify": "greedy"}, TOY, "draft_temperature: a multiple of the request's temperature"),
+    ({"draft_temperature": 1, "verify": "greedy"}, {"name": "m", "server_args": {}}, "steps: not given"),
+    ({"draft_temperature": 1, "verify": "greedy"}, {"name": "m", "server_args": {"speculative_num_steps": 3}},
+     "acceptance: model m is not built by the pipeline"),
+    ({"draft_temperature": 1, "verify": "greedy", "acceptance": 1.5}, TOY, "acceptance: a probability"),
+])
+def test_a_regime_theory_cannot_compute_names_the_missing_piece(rule, model, expected):
+    assert any(expected in p for p in rule_problems(rule, model)), rule_problems(rule, model)
+
+
+def test_a_declared_acceptance_needs_no_model_of_ours():
+    rule = {"draft_temperature": 1, "verify": "greedy", "acceptance": 0.7, "steps": 4}
+    assert rule_problems(rule, {"name": "llama", "server_args": {}}) == []
+    row = predict(rule, 4, Acceptance.constant(0.7), Acceptance.constant(0.7))
+    assert row["expected"] == pytest.approx(sum(0.7 ** k for k in range(5)))

@@ -1,0 +1,9 @@
+from pathlib import Path
+
+from specrepro.datasets import resolve_dataset
+from specrepro.stage_log import stage_log
+
+with stage_log(snakemake) as log:
+    source, key = snakemake.params.source
+    resolve_dataset(dict(source), record=Path(snakemake.output[0]), offline=snakemake.config["offline"], log=log,
+                    key=key)
