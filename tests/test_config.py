@@ -232,9 +232,3 @@ def test_plan_warns_of_the_amd_eagle_all_reduce_hazard():
     safe = compose(["benchmarks.gsm8k.gsm8k.parallel=16", "+model.server_args.disable_custom_all_reduce=true"])
     assert not Campaign(safe).warnings()
     assert not Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16", "platform=h200", "model=glm52_fp8"])).warnings()
-
-
-def test_layer_distribution_with_a_docker_base_from_an_archive_is_refused():
-    with pytest.raises(ConfigError, match="platform.image_distribution: `layer` builds FROM the base's registry digest"):
-        compose(["platform.base_distribution=archive"])
-    assert compose(["platform.base_distribution=archive", "platform.container_runtime=podman"])

@@ -249,11 +249,6 @@ def validate(cfg: Dict[str, Any]) -> None:
     if plat["image_distribution"] not in ("layer", "archive", "node"):
         problems.append(f"platform.image_distribution: {plat['image_distribution']!r} not one of "
                         f"['layer', 'archive', 'node']")
-    elif (plat["image_distribution"], plat["container_runtime"], plat["base_distribution"]) == ("layer", "docker",
-                                                                                                 "archive"):
-        problems.append("platform.image_distribution: `layer` builds FROM the base's registry digest on each node, and "
-                        "a base loaded from an archive has none under docker (a load restores tags, not digests): "
-                        "use base_distribution=pull, or image_distribution=archive")
 
     if plat["container_runtime"] != "none" and not plat.get("base_image"):
         problems.append("platform.base_image: a container platform needs a base image")
@@ -412,17 +407,33 @@ RUNTIME_ARG_CONFLICTS = [
     ("podman", ("--ipc=host", "--shm-size"),
      "podman refuses --shm-size in the host's IPC namespace (\"cannot set shmsize when running in the host IPC "
      "Namespace\"); with --ipc=host the container uses the host's /dev/shm: drop --shm-size"),
+    # seen with docker 20.10 (Debian's docker.io): the pair starts, /dev/shm is the host's, the size is dropped unsaid
+    ("docker", ("--ipc=host", "--shm-size"),
+     "docker accepts --shm-size in the host's IPC namespace and ignores it without a word: the container gets the "
+     "host's /dev/shm whatever size you asked for; drop --shm-size (or --ipc=host, to have a /dev/shm of that size)"),
     ("apptainer", ("--ipc=host",), "apptainer has no --ipc; its containers share the host's IPC namespace"),
 ]
 
 
 def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
     args = [str(a) for a in plat.get("runtime_run_args") or []]
+    # `--ipc host` as two list items is the same flag as `--ipc=host`
+    args = [f"{a}={b}" if a.startswith("--") and "=" not in a and b and not b.startswith("-") else a
+            for a, b in zip(args, args[1:] + [""])]
     problems = []
     for runtime, flags, why in RUNTIME_ARG_CONFLICTS:
         if plat["container_runtime"] == runtime and all(any(a == f or a.startswith(f + "=") or a.startswith(f + " ")
                                                             for a in args) for f in flags):
             problems.append(f"platform.runtime_run_args: {' with '.join(flags)} on {runtime}: {why}")
+    if plat["container_runtime"] in ("docker", "podman"):
+        from specrepro.launch import secret_specs
+
+        for name, var in secret_specs(plat):
+            if not var:
+                problems.append(f"platform.passthrough_env: {name}: `{plat['container_runtime']} inspect` shows every "
+                                f"-e value of a container to whoever may use the runtime, so specrepro hands secrets to "
+                                f"the server as read-only files; write it as {name}:VARIABLE, VARIABLE being the one "
+                                f"through which the server reads it from a file (HF_TOKEN needs none: HF_TOKEN_PATH)")
     return problems
 
 

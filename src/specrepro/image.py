@@ -23,6 +23,21 @@ repository digest (`base_distribution: pull`, registries reachable) or from an
 archive too.  Apptainer builds `.sif` files and pyxis/enroot `.sqsh` files on
 the shared filesystem, which every node reads as they are.
 
+docker and podman name images two ways: the image ID (the sha256 of the image's
+config: content-addressed, kept by `save`/`load` and by a pull) and the
+repository digest (the registry manifest's sha256, known only for an image
+pulled from or pushed to a registry).  A base with a repository digest is
+pinned by it and pulled by it on the nodes; one without (`docker import`,
+`load`, a local build: no registry here) is pinned by its image ID and reaches
+the nodes as an archive, since no registry can serve it.  Either way every
+build names the base by a node-local tag made from its ID
+(`localhost/specrepro/base:<id>`), so a build never asks a registry (BuildKit
+would look `FROM sha256:<id>` up on Docker Hub), and the result is held to the
+base's layers (its RootFS layers are the built image's first ones).  Builds
+run with `--network=none`: the patch step needs no network, and a daemon
+without a bridge network (`dockerd --bridge=none`) has nothing else to give a
+BuildKit build.
+
 Platform `local` (no container): the arm's sglang tree, put first on
 PYTHONPATH of the platform's Python (which must hold sglang's own dependencies).
 """
@@ -41,6 +56,7 @@ from typing import IO, Any, Dict, List, Optional
 from specrepro.errors import SpecreproError
 from specrepro import patching
 from specrepro.fileio import locked, write_json
+from specrepro.launch import check_runtime
 from specrepro.procs import run_logged
 
 DOCKERFILE = """\
@@ -84,11 +100,18 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
+# What docker (20.10, 28) and podman (4) say for an image this store lacks; any other failure is an error.
+NO_SUCH_IMAGE = re.compile(r"no such (image|object)|image not known|failed to find image", re.I)
+
+
 def inspect_image(rt: List[str], ref: str) -> Optional[Dict[str, Any]]:
-    """Id and RepoDigests of a local image, or None when this node's store lacks it."""
+    """Id, RepoDigests and layers of a local image, or None when this node's store lacks it.  Any other failure (a
+    daemon that does not answer) raises: it must never read as "not here, pull it"."""
     proc = subprocess.run([*rt, "image", "inspect", ref], capture_output=True, text=True)
     if proc.returncode != 0:
-        return None
+        if NO_SUCH_IMAGE.search(proc.stderr):
+            return None
+        raise ImageError(f"`{' '.join(rt)} image inspect {ref}` failed: {proc.stderr.strip()[-500:]}")
     try:
         data = json.loads(proc.stdout)
     except ValueError:
@@ -98,7 +121,42 @@ def inspect_image(rt: List[str], ref: str) -> Optional[Dict[str, Any]]:
     # docker says sha256:<hex>, podman <hex>: one form, which both accept as a reference.
     return {"id": raw if raw.startswith("sha256:") or not raw else f"sha256:{raw}",
             "repo_digests": info.get("RepoDigests") or [], "size": info.get("Size"),
+            "layers": (info.get("RootFS") or {}).get("Layers") or [],
             "labels": (info.get("Config") or {}).get("Labels") or info.get("Labels") or {}}
+
+
+def base_tag(image_id: str) -> str:
+    """The node-local name every build uses for the base: its ID as a tag, so no builder asks a registry."""
+    return f"localhost/specrepro/base:{image_id.split(':')[-1]}"
+
+
+def tag_base(rt: List[str], image_id: str, log: IO) -> Dict[str, Any]:
+    """Give the base on this node its ID tag (idempotent); its inspect record."""
+    tag = base_tag(image_id)
+    info = inspect_image(rt, tag)
+    if info is None or info["id"] != image_id:
+        if run_logged([*rt, "tag", image_id, tag], log) != 0:
+            raise ImageError(f"tagging base {image_id} as {tag} failed; see the log")
+        info = inspect_image(rt, tag)
+    if info is None or info["id"] != image_id:
+        raise ImageError(f"{tag} names {info and info['id']}, not the base {image_id}")
+    return info
+
+
+def check_built_on_base(rt: List[str], tag: str, base_id: str) -> Dict[str, Any]:
+    """The built image carries the base's layers first (its own label alone proves nothing)."""
+    built, base = inspect_image(rt, tag), inspect_image(rt, base_id)
+    if built is None or base is None:
+        raise ImageError(f"{tag} or its base {base_id} is not on this node after the build")
+    if not base["layers"] or built["layers"][:len(base["layers"])] != base["layers"]:
+        raise ImageError(f"{tag} does not carry the layers of base {base_id} ({len(base['layers'])} layers): it was "
+                         f"not built on that base")
+    return built
+
+
+def build_argv(rt: List[str], tag: str, context: Path) -> List[str]:
+    # --network=none: the patch step needs no network, and a daemon without a bridge has none to give a build
+    return [*rt, "build", "--network=none", "-t", tag, str(context)]
 
 
 def tree_bytes(folder: Path) -> int:
@@ -133,6 +191,7 @@ def resolve_base(cfg: Dict[str, Any], output: Path, log: IO) -> Dict[str, Any]:
     record["ref"] = ref
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)
+        print(f"{runtime} {check_runtime(plat)} answers on this host", file=log, flush=True)
         info = inspect_image(rt, ref)
         if info is None:
             print(f"base image {ref}: not on this host, pulling", file=log, flush=True)
@@ -145,14 +204,20 @@ def resolve_base(cfg: Dict[str, Any], output: Path, log: IO) -> Dict[str, Any]:
         repo = ref.rsplit(":", 1)[0] if ":" in ref.split("/")[-1] else ref
         repo_digest = next((d for d in info["repo_digests"] if d.split("@")[0].endswith(repo.split("/", 1)[-1])), None)
         record.update(kind="container", image_id=info["id"], repo_digest=repo_digest,
-                      # What FROM names and a node pulls: the digest, never the re-pushable tag.
-                      pinned=repo_digest or info["id"], image=info["id"], bytes=info.get("size"))
+                      # What a node pulls: the digest, never the re-pushable tag.
+                      pinned=repo_digest or info["id"], image=info["id"], bytes=info.get("size"),
+                      layers=info["layers"], build_from=base_tag(info["id"]),
+                      pinned_by="repository digest" if repo_digest else
+                      "image ID (no repository digest: imported, loaded or built on this host; nodes get it as an "
+                      "archive)")
+        tag_base(rt, info["id"], log)
         if plat.get("base_distribution", "pull") == "archive" or not repo_digest:
             archive = cache / f"base-{_safe(info['id'].split(':')[-1][:24])}.tar"
             with locked(cache / f".{archive.name}.lock"):
                 save_archive(rt, ref, archive, log)
             record["archive"] = str(archive)
-        print(f"base image {ref} -> {record['pinned']} (id {info['id']})", file=log, flush=True)
+        print(f"base image {ref} -> {record['pinned']} (id {info['id']}; pinned by {record['pinned_by']})",
+              file=log, flush=True)
     elif runtime == "apptainer":
         sif = cache / f"base-{_safe(ref)}.sif"
         with locked(cache / f".{sif.name}.lock"):
@@ -241,9 +306,9 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
         return record
     patches = resolve_patches(campaign.series_spec(series), campaign.cache_dir, log)
     ctx = output.parent / f"{arm}.context"
-    # A base that reaches nodes as an archive has no registry digest there (a load does not restore one, and FROM
-    # repo@digest would try the registry): podman names it by its image ID, which survives save and load.
-    base_from = base["image_id"] if base.get("archive") and runtime == "podman" else base["pinned"]
+    # docker/podman: FROM the base's node-local ID tag (base_tag), which every node gives the base it pulled by digest
+    # or loaded from its archive; a load restores no registry digest, and BuildKit would look an ID up on Docker Hub.
+    base_from = base_tag(base["image_id"]) if runtime in ("docker", "podman") else base["pinned"]
     content_hash = build_context(ctx, patches, {"base_from": base_from, "base_id": base["image_id"], "ref": ref,
                                                 "runtime": runtime, "version": cfg["sglang"]["version"],
                                                 "series": series, "sglang_root": plat["image_sglang_root"]})
@@ -251,15 +316,17 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
     cache = campaign.cache_dir / "images"
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)
+        check_runtime(plat)
         tag = f"localhost/specrepro/{name.replace('sglang-', 'sglang:', 1)}"
         built = False
         with locked(cache / f".build-{content_hash}.lock"):
             if inspect_image(rt, tag) is None:
+                tag_base(rt, base["image_id"], log)
                 print(f"arm {arm}: building {tag} FROM {base_from}", file=log, flush=True)
-                if run_logged([*rt, "build", "-t", tag, str(ctx)], log) != 0:
+                if run_logged(build_argv(rt, tag, ctx), log) != 0:
                     raise ImageError(f"arm {arm}: building {tag} failed (the patch must apply inside the image); see the log")
                 built = True
-        info = inspect_image(rt, tag)
+        info = check_built_on_base(rt, tag, base["image_id"])
         # Run by ID: a tag can be moved, an ID cannot.
         record.update(kind="container", image=info["id"], tag=tag, image_id=info["id"], built=built,
                       content_hash=content_hash)
@@ -307,7 +374,7 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
 
 def applied_record(rt: List[str], tag: str, log: IO) -> Dict[str, Any]:
     """What the patch step recorded inside the image (patch and patched-file sha256s)."""
-    proc = subprocess.run([*rt, "run", "--rm", "--entrypoint", "cat", tag, "/specrepro/applied.json"],
+    proc = subprocess.run([*rt, "run", "--rm", "--network=none", "--entrypoint", "cat", tag, "/specrepro/applied.json"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise ImageError(f"{tag}: no /specrepro/applied.json in the image ({proc.stderr.strip()[:300]})")
@@ -334,8 +401,9 @@ def build_enroot_image(base_sqsh: Path, ctx: Path, output: Path, sglang_root: st
 
 
 def ensure_base(rt: List[str], base: Dict[str, Any], runtime: str, log: IO) -> None:
-    """The base image on this node: already there, loaded from its archive, or pulled by its digest."""
+    """The base image on this node (already there, loaded from its archive, or pulled by its digest), with its ID tag."""
     if inspect_image(rt, base["image_id"]) is not None:
+        tag_base(rt, base["image_id"], log)
         return
     if base.get("archive"):
         print(f"base image: not on this node; loading {base['archive']}", file=log, flush=True)
@@ -348,6 +416,7 @@ def ensure_base(rt: List[str], base: Dict[str, Any], runtime: str, log: IO) -> N
     if inspect_image(rt, base["image_id"]) is None:
         raise ImageError(f"base image {base['pinned']} on this node is not {base['image_id']}, the one the build host "
                          f"resolved: refusing to build on another base")
+    tag_base(rt, base["image_id"], log)
 
 
 def layer_on_node(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
@@ -376,13 +445,15 @@ def layer_on_node(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[
                 ensure_base(rt, base, plat["container_runtime"], log)
                 print(f"image {tag}: not on this node; building the patch layer from {context} "
                       f"({record.get('context_bytes')} bytes) on base {base['image_id']}", file=log, flush=True)
-                if run_logged([*rt, "build", "-t", tag, str(context)], log) != 0:
+                if run_logged(build_argv(rt, tag, context), log) != 0:
                     raise ImageError(f"building {tag} on this node failed; see the log")
                 built = True
                 info = inspect_image(rt, tag)
     if not matches(info):
         raise ImageError(f"image {tag} on this node does not carry content hash {content_hash} on base "
                          f"{base['image_id']}: refusing to run another build")
+    ensure_base(rt, base, plat["container_runtime"], log)
+    info = check_built_on_base(rt, tag, base["image_id"])
     applied = applied_record(rt, tag, log)
     if applied != record.get("applied"):
         raise ImageError(f"image {tag} built on this node applied {applied}, the build host's applied "
@@ -402,6 +473,8 @@ def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[s
     runtime = plat["container_runtime"]
     if runtime == "none" or record.get("kind") == "tree":
         return record
+    if runtime in ("docker", "podman"):
+        print(f"{runtime} {check_runtime(plat)} answers on this node", file=log, flush=True)
     if record.get("distribution") == "layer":
         return layer_on_node(cfg, record, log)
     want = record["image_id"]

@@ -12,9 +12,14 @@ container runtime, with everything the container needs and nothing more:
   `ROCR_VISIBLE_DEVICES`, ... or `serve.gpus` on one host): ROCm containers get
   `/dev/kfd` and those GPUs' render nodes, CUDA docker `--gpus "device=..."`,
   podman CDI devices, apptainer and pyxis the visible-devices variable;
-- the caller's uid:gid (`serve.container_user`), a label per campaign, arm and
-  launch (preflight removes stale ones by label), host networking;
-- secrets by name only: their values never reach a command line or a log.
+- the caller's uid:gid (`serve.container_user`), a label per campaign, arm,
+  launch and owner (the caller's uid: preflight removes the caller's own stale
+  containers by label, never another user's), host networking;
+- secrets (`platform.passthrough_env`): never a value on a command line or in a
+  log.  docker and podman show every `-e` value to whoever may `inspect` the
+  container, so there each secret is a read-only file mounted from a private
+  per-launch folder on the node, and the variable its reader takes a path from
+  is set (HF_TOKEN -> HF_TOKEN_PATH, which huggingface_hub reads).
 
 `plan` calls the same functions with symbolic values ($PORT, $GPU0, $IMAGE, ...);
 every launch records the values it used, so the printed argv with those values
@@ -25,6 +30,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -36,10 +44,81 @@ LABEL_PREFIX = "org.specrepro"
 # Server arguments whose value may be a local path the server reads.
 PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
 GpuIndex = Union[int, str]
+# Where a docker/podman server finds its secrets (read-only files, one per name).
+SECRETS_INSIDE = "/run/specrepro/secrets"
+# The variable through which a secret's reader takes a file instead of the value: huggingface_hub reads the token
+# from the file HF_TOKEN_PATH names.  Others: `platform.passthrough_env: [NAME:PATH_VARIABLE]`.
+SECRET_FILE_VARS = {"HF_TOKEN": "HF_TOKEN_PATH"}
 
 
 class LaunchError(SpecreproError, RuntimeError):
     """A launch that cannot be built (GPUs not granted, bad mount); the message says what to set."""
+
+
+class RuntimeUnreachable(LaunchError):
+    """The container runtime does not answer on this host (no docker daemon at DOCKER_HOST, no podman)."""
+
+
+def secret_specs(plat: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
+    """`platform.passthrough_env` as (name, variable that names its file inside the container, or None)."""
+    out = []
+    for entry in plat.get("passthrough_env") or []:
+        name, _, var = str(entry).partition(":")
+        out.append((name, var or SECRET_FILE_VARS.get(name)))
+    return out
+
+
+def secrets_root() -> Path:
+    """A node-local folder only the caller reads, in memory where the node has one (never the shared filesystem)."""
+    for candidate in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm", tempfile.gettempdir()):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return Path(candidate) / f"specrepro-secrets-{os.getuid()}"
+    return Path(tempfile.gettempdir()) / f"specrepro-secrets-{os.getuid()}"
+
+
+def runtime_endpoint(runtime: str, rt: Sequence[str]) -> str:
+    """Where the runtime's CLI looks for its engine, in the words a user sets it with."""
+    for flag in ("-H", "--host", "--url"):
+        if flag in rt[:-1]:
+            return f"{flag} {rt[list(rt).index(flag) + 1]} (platform.runtime_command)"
+    if runtime == "docker":
+        if os.environ.get("DOCKER_HOST"):
+            return f"DOCKER_HOST={os.environ['DOCKER_HOST']}"
+        if os.environ.get("DOCKER_CONTEXT"):
+            return f"DOCKER_CONTEXT={os.environ['DOCKER_CONTEXT']}"
+        return "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
+    if os.environ.get("CONTAINER_HOST"):
+        return f"CONTAINER_HOST={os.environ['CONTAINER_HOST']}"
+    return "this host's podman storage"
+
+
+def check_runtime(plat: Dict[str, Any]) -> str:
+    """The runtime answers on this host (docker: its daemon at DOCKER_HOST or the default socket), or
+    RuntimeUnreachable naming where it looked; returns the engine's version.  Called before an image is built, pulled,
+    loaded or run, so a dead daemon is an error in seconds, before any GPU time."""
+    runtime = plat["container_runtime"]
+    if runtime not in ("docker", "podman"):
+        return ""
+    rt = list(plat.get("runtime_command") or [runtime])
+    # docker: the daemon's version (the client alone answers without one); podman: `info` opens its storage
+    argv = ([*rt, "version", "--format", "{{.Server.Version}}"] if runtime == "docker"
+            else [*rt, "info", "--format", "{{.Version.Version}}"])
+    where = runtime_endpoint(runtime, rt)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise RuntimeUnreachable(f"platform.container_runtime={runtime}: `{rt[0]}` is not installed on this host "
+                                 f"(PATH, or platform.runtime_command)") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeUnreachable(f"{runtime} did not answer within 60 s at {where}: `{' '.join(argv)}` hung") from None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        said = (proc.stderr or proc.stdout).strip().splitlines()
+        hint = ("start this node's docker daemon, or point DOCKER_HOST at it (e.g. unix:///var/run/docker.sock); "
+                "your user must be allowed to use its socket" if runtime == "docker"
+                else "check `podman info` on this host")
+        raise RuntimeUnreachable(f"{runtime} is not reachable at {where}: {' / '.join(said[-3:])[:500]}; {hint}. "
+                                 f"Nothing was built or started.")
+    return proc.stdout.strip()
 
 
 @dataclass
@@ -57,12 +136,21 @@ class LaunchContext:
     renders: List[GpuIndex] = field(default_factory=list)
     # the group that owns the node's GPU device files (root:render 0660 on current ROCm hosts); $DEVICE_GID in a plan
     device_gid: Union[int, str, None] = None
+    # the caller's uid, the container's owner label (preflight removes only its owner's stale containers); $OWNER
+    owner: str = field(default_factory=lambda: str(os.getuid()))
+    # this launch's private folder of secret files on the node; $SECRETS in a plan
+    secrets_dir: str = ""
+
+    def __post_init__(self):
+        if not self.secrets_dir and not str(self.launch_id).startswith("$"):
+            self.secrets_dir = str(secrets_root() / str(self.launch_id))
 
     def substitutions(self, campaign: Campaign, arm: str) -> Dict[str, str]:
         """Symbol -> value, to turn a planned argv into this launch's."""
         plan = planned_context(campaign, arm)
         subs = {str(plan.port): str(self.port), plan.launch_id: self.launch_id, plan.image: self.image,
-                plan.user: self.user, plan.image_id: _cache_key(self.image_id)}
+                plan.user: self.user, plan.image_id: _cache_key(self.image_id), plan.owner: self.owner,
+                plan.secrets_dir: self.secrets_dir}
         for sym, real in zip(plan.gpus, self.gpus):
             subs[str(sym)] = str(real)
         for sym, real in zip(plan.renders, self.renders):
@@ -76,7 +164,7 @@ def planned_context(campaign: Campaign, arm: str) -> LaunchContext:
     n = campaign.server_gpus if campaign.cfg["platform"]["accelerator"] != "none" else 0
     return LaunchContext(port=campaign.cfg["serve"]["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
                          image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER",
-                         renders=[f"$RENDER{i}" for i in range(n)],
+                         renders=[f"$RENDER{i}" for i in range(n)], owner="$OWNER", secrets_dir="$SECRETS",
                          device_gid="$DEVICE_GID" if campaign.cfg["platform"].get("gpu_device_pattern") and n else None)
 
 
@@ -229,7 +317,7 @@ class Launcher:
 
     def labels(self, ctx: LaunchContext) -> Dict[str, str]:
         return {f"{LABEL_PREFIX}.campaign": self.campaign.name, f"{LABEL_PREFIX}.arm": self.arm,
-                f"{LABEL_PREFIX}.launch": ctx.launch_id}
+                f"{LABEL_PREFIX}.launch": ctx.launch_id, f"{LABEL_PREFIX}.user": ctx.owner}
 
     def compile_cache(self, ctx: LaunchContext) -> Path:
         return self.campaign.cache_dir / "compile" / _cache_key(ctx.image_id)
@@ -261,10 +349,59 @@ class Launcher:
         return list(unique.values())
 
     def prepare(self, ctx: LaunchContext) -> None:
-        """Create the read-write mount sources a container needs (the runtime refuses missing ones)."""
+        """Create the read-write mount sources a container needs; refuse a missing read-only one, which podman refuses
+        and docker would silently create as an empty root-owned folder (the server would then see no model)."""
         if self.runtime != "none" and self.plat.get("compile_cache_env"):
             (self.compile_cache(ctx) / "home").mkdir(parents=True, exist_ok=True)
         self.campaign.arm_dir(self.arm).mkdir(parents=True, exist_ok=True)
+        if self.runtime in ("docker", "podman"):
+            missing = [m.host for m in self.mounts(ctx) if not os.path.exists(m.host)]
+            if missing:
+                raise LaunchError(f"mount sources not on this node: {missing} (model.server_args paths, "
+                                  f"benchmarks.*.serving.dataset_path, platform.mounts); {self.runtime} "
+                                  + ("would create each as an empty root-owned folder" if self.runtime == "docker"
+                                     else "refuses them"))
+
+    # --- secrets (docker, podman) ---------------------------------------------------
+    def secret_mounts(self, ctx: LaunchContext) -> Tuple[List[Mount], Dict[str, str]]:
+        """Each secret as a read-only file, and the variables that name those files inside the container."""
+        mounts, env = [], {}
+        for name, var in secret_specs(self.plat):
+            if not var:
+                raise LaunchError(f"platform.passthrough_env: {name} has no file variable; `{self.runtime} inspect` "
+                                  f"shows every -e value, so write it as {name}:VARIABLE (the variable through which "
+                                  f"the server reads it from a file)")
+            inside = f"{SECRETS_INSIDE}/{name}"
+            mounts.append(Mount(f"{ctx.secrets_dir}/{name}", inside, True))
+            env[var] = inside
+        return mounts, env
+
+    def write_secrets(self, ctx: LaunchContext, environ: Optional[Dict[str, str]] = None) -> None:
+        """This launch's secret files: a fresh folder only the caller reads, each file its value (empty when unset
+        here: huggingface_hub reads an empty token file as no token), readable by the server's user only."""
+        if self.runtime not in ("docker", "podman") or not secret_specs(self.plat):
+            return
+        environ = os.environ if environ is None else environ
+        folder = Path(ctx.secrets_dir)
+        folder.parent.mkdir(mode=0o700, exist_ok=True)
+        st = folder.parent.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise LaunchError(f"{folder.parent} is not a folder only you can read (owner {st.st_uid}, mode "
+                              f"{oct(st.st_mode & 0o777)}): refusing to put secrets there")
+        folder.mkdir(mode=0o700)
+        uid, _, gid = ctx.user.partition(":")
+        for name, _var in secret_specs(self.plat):
+            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+            try:
+                os.write(fd, environ.get(name, "").encode())
+                if os.getuid() == 0 and uid.isdigit() and int(uid) != 0:
+                    os.fchown(fd, int(uid), int(gid) if gid.isdigit() else -1)
+            finally:
+                os.close(fd)
+
+    def remove_secrets(self, ctx: LaunchContext) -> None:
+        if ctx.secrets_dir and not ctx.secrets_dir.startswith("$"):
+            shutil.rmtree(ctx.secrets_dir, ignore_errors=True)
 
     def env(self, ctx: LaunchContext, client: bool = False) -> Dict[str, str]:
         """Environment inside the server (or client) process: values, never secrets."""
@@ -325,7 +462,8 @@ class Launcher:
     def wrap(self, ctx: LaunchContext, inner: List[str], server: bool,
              extra_mounts: Sequence[Mount] = (), name_suffix: str = "",
              extra_env: Optional[Dict[str, str]] = None) -> List[str]:
-        """`inner` run by the platform: as the server's container, or next to it (a client)."""
+        """`inner` run by the platform: as the server's container, or next to it (a client).  The server's own
+        container (no name suffix) gets the secrets; probes next to it (preflight, GPU facts) do not."""
         if self.runtime == "none":
             return inner
         env = {**self.env(ctx, client=not server), **(extra_env or {})}
@@ -335,6 +473,10 @@ class Launcher:
             rt = self.runtime_command()
             if not server:
                 return [*rt, "exec", *_env_flags("-e", env), name, *inner]
+            if not name_suffix:
+                secret_mounts, secret_env = self.secret_mounts(ctx)
+                mounts += secret_mounts
+                env.update(secret_env)
             argv = [*rt, "run", "--rm", "--name", name, "--network", "host", "--user", ctx.user]
             for k, v in self.labels(ctx).items():
                 argv += ["--label", f"{k}={v}"]
@@ -342,9 +484,7 @@ class Launcher:
             for m in mounts:
                 argv += ["-v", m.spec()]
             argv += list(self.plat.get("runtime_run_args") or [])
-            # Secrets pass by name only: their values never reach a command line or log.
-            for secret in self.plat.get("passthrough_env") or []:
-                argv += ["-e", secret]
+            # Secrets are files (secret_mounts): `inspect` shows every -e value, even one passed by name.
             argv += _env_flags("-e", env)
             return argv + [ctx.image] + inner
         if self.runtime == "apptainer":
@@ -389,7 +529,7 @@ class Launcher:
         if self.runtime == "none":
             env.update(self.env(ctx))
         elif self.runtime == "apptainer":
-            for secret in self.plat.get("passthrough_env") or []:
+            for secret, _var in secret_specs(self.plat):
                 if secret in env:
                     env[f"APPTAINERENV_{secret}"] = env[secret]
         return env

@@ -98,6 +98,7 @@ class Server:
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.launcher.prepare(self.ctx)
+        self.launcher.write_secrets(self.ctx)  # read-only files for docker/podman; removed in stop()
         self.log_fh = open(self.log_path, "ab", buffering=0)
         # Readiness and windows read this launch's part of the log only.
         self.log_start = self.log_path.stat().st_size
@@ -209,6 +210,7 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        self.launcher.remove_secrets(self.ctx)
         if getattr(self, "pump", None) is not None:
             self.pump.join(timeout=10)
         if getattr(self, "log_fh", None):

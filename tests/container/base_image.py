@@ -3,11 +3,14 @@
 A Debian root filesystem (mmdebstrap: python3, GNU patch), sglang 0.5.20's
 real source from the package registry at the image's sglang root
 (/sgl-workspace/sglang/python/sglang, the repository layout the real image
-has), and the stand-in server.  Built once per content (the Debian package
-list, the sglang wheel, the stand-in, this file) and cached: the root
-filesystem under cache_dir, the image in the given node store.
+has, importable as the image's editable install makes it), and the stand-in
+server.  Built once per content (the Debian package list, the sglang wheel,
+the stand-in, this file) and cached: the root filesystem under cache_dir, the
+image in the given node's store.  One root filesystem for both runtimes:
+podman imports it into the store $SPECREPRO_TEST_NODE_STORE names, docker
+into the daemon at $DOCKER_HOST (`docker` from PATH).
 
-    python base_image.py CACHE_DIR  -> prints the image reference
+    python base_image.py CACHE_DIR [podman|docker]  -> prints the image reference
 """
 
 from __future__ import annotations
@@ -35,14 +38,15 @@ def content_key(wheel: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def build(cache_dir: Path) -> str:
+def build(cache_dir: Path, runtime: str = "podman") -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from specrepro.sources import registry_archive
 
     wheel = registry_archive("0.5.20", cache_dir, sys.stderr)
     key = content_key(wheel)
     ref = f"localhost/specrepro-test/sglang-base:{key}"
-    if subprocess.run([PODMAN, "image", "exists", ref]).returncode == 0:
+    rt = PODMAN if runtime == "podman" else "docker"
+    if subprocess.run([rt, "image", "inspect", ref], capture_output=True).returncode == 0:
         return ref
     work = cache_dir / "test-images" / key
     rootfs = work / "rootfs.tar"
@@ -57,8 +61,14 @@ def build(cache_dir: Path) -> str:
             tar.add(ROOT / "tests" / "standin" / "sglang_standin.py", "opt/specrepro-standin/sglang_standin.py")
             # the stand-in's flag -> ServerArgs field table, beside it (it reads it there first)
             tar.add(FLAG_TABLE, "opt/specrepro-standin/flag_table.json")
+            # what the published image's editable install does: `python3 -m sglang...` finds the tree
+            pth = b"/sgl-workspace/sglang/python\n"
+            info = tarfile.TarInfo("usr/lib/python3/dist-packages/sglang-editable.pth")
+            info.size, info.mode = len(pth), 0o644
+            tar.addfile(info, io.BytesIO(pth))
         partial.replace(rootfs)
-    subprocess.run([PODMAN, "import", "--quiet", str(rootfs), ref], check=True, stdout=subprocess.DEVNULL)
+    quiet = ["--quiet"] if runtime == "podman" else []  # docker 20.10's import has no --quiet
+    subprocess.run([rt, "import", *quiet, str(rootfs), ref], check=True, stdout=subprocess.DEVNULL)
     return ref
 
 
@@ -76,4 +86,4 @@ def _add_tree_from_wheel(tar: tarfile.TarFile, wheel: Path, prefix: str) -> None
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1])))
+    print(build(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "podman"))

@@ -43,29 +43,68 @@ def _check(name: str, ok: bool, detail: str, started: float) -> Dict[str, Any]:
 
 
 def remove_stale_containers(cfg: Dict[str, Any], arm: str, log: IO) -> Dict[str, Any]:
-    from specrepro.launch import LABEL_PREFIX, Launcher
+    """The caller's own specrepro containers left on this node by a killed job (exclusive placement: all of them;
+    packed: this arm's), removed with their secret files.  A docker daemon (or rootful podman) is shared by every user
+    of the node: containers whose owner label is another uid, or that carry none, are reported and left alone (if
+    they hold the granted GPUs, the idle check says so)."""
+    from specrepro.launch import LABEL_PREFIX, Launcher, RuntimeUnreachable, check_runtime, secrets_root
     from specrepro.campaign import Campaign
 
     started = time.monotonic()
     launcher = Launcher(Campaign(cfg), arm)
     if launcher.runtime not in ("docker", "podman"):
         return _check("stale_containers", True, f"{launcher.runtime}: no long-lived containers to look for", started)
+    try:
+        check_runtime(cfg["platform"])
+    except RuntimeUnreachable as exc:
+        return _check("stale_containers", False, str(exc), started)
     rt = launcher.runtime_command()
-    label = (f"label={LABEL_PREFIX}.campaign" if cfg["serve"]["placement"] == "exclusive"
+    me = str(os.getuid())
+    scope = (f"label={LABEL_PREFIX}.campaign" if cfg["serve"]["placement"] == "exclusive"
              else f"label={LABEL_PREFIX}.arm={arm}")
-    found = subprocess.run([*rt, "ps", "--all", "--filter", label, "--format", "{{.Names}}"],
-                           capture_output=True, text=True)
-    if found.returncode != 0:
-        return _check("stale_containers", False, f"`{' '.join(rt)} ps` failed: {found.stderr.strip()[:300]}", started)
-    names = found.stdout.split()
-    for name in names:
+
+    def labelled() -> Dict[str, Dict[str, str]]:
+        found = subprocess.run([*rt, "ps", "--all", "--filter", scope, "--format", "{{.Names}}"],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            raise PreflightError(f"`{' '.join(rt)} ps` failed: {found.stderr.strip()[:300]}")
+        names = found.stdout.split()
+        if not names:
+            return {}
+        # one container's labels a line; a container gone meanwhile only prints an error for itself
+        shown = subprocess.run([*rt, "inspect", "--format", "{{.Name}} {{json .Config.Labels}}", *names],
+                               capture_output=True, text=True)
+        out = {}
+        for line in shown.stdout.splitlines():
+            name, _, labels = line.strip().partition(" ")
+            try:
+                out[name.lstrip("/")] = json.loads(labels) or {}
+            except ValueError:
+                continue
+        return out
+
+    try:
+        found = labelled()
+    except PreflightError as exc:
+        return _check("stale_containers", False, str(exc), started)
+    mine = {n: lab for n, lab in found.items() if lab.get(f"{LABEL_PREFIX}.user") == me}
+    others = {n: lab.get(f"{LABEL_PREFIX}.user", "no owner label") for n, lab in found.items() if n not in mine}
+    for name, labels in mine.items():
         print(f"preflight: removing stale container {name}", file=log, flush=True)
         subprocess.run([*rt, "rm", "--force", name], capture_output=True)
-    left = subprocess.run([*rt, "ps", "--all", "--filter", label, "--format", "{{.Names}}"],
-                          capture_output=True, text=True).stdout.split()
-    return _check("stale_containers", not left,
-                  f"removed {len(names)} stale specrepro container(s) {names}" if names and not left
-                  else f"still present after removal: {left}" if left else "none on this node", started)
+        launch_id = labels.get(f"{LABEL_PREFIX}.launch")
+        if launch_id and "/" not in launch_id and launch_id not in (".", ".."):
+            shutil.rmtree(secrets_root() / launch_id, ignore_errors=True)
+    for name, owner in others.items():
+        print(f"preflight: leaving container {name} alone: it is not yours (owner {owner}, you are uid {me})",
+              file=log, flush=True)
+    left = [n for n in labelled() if n in mine]
+    detail = (f"still present after removal: {left}" if left
+              else f"removed {len(mine)} stale specrepro container(s) of yours {sorted(mine)}" if mine
+              else "none of yours on this node")
+    if others:
+        detail += f"; left alone, not yours: {others}"
+    return _check("stale_containers", not left, detail, started)
 
 
 def gpu_memory_used_fraction(cfg: Dict[str, Any], gpus: List[int],
