@@ -316,8 +316,9 @@ class CampaignTracker:
                 created[label] = run_id
             # The arm's headline numbers (each benchmark's headline.metrics, means over its repeats) on the arm's own
             # run: they are the dashboard's columns, comparable in the runs table without a click.
+            # keys are `<benchmark>.<metric>`; a sweep cell's benchmark has dots of its own (gsm8k.concurrency-1)
             arm_metrics = {k: sum(v) / len(v) for k, v in headline.items()
-                           if k.split(".", 1)[1] in headline_metrics(campaign.benchmark(k.split(".", 1)[0]))}
+                           if k.rsplit(".", 1)[1] in headline_metrics(campaign.benchmark(k.rsplit(".", 1)[0]))}
             arm_metrics.update(counts.get(arm, {}))
             self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
             columns += [k for k in arm_metrics if k not in columns]
