@@ -326,7 +326,7 @@ class CampaignTracker:
         if columns:
             created["dashboard"] = self.dashboard_view(campaign.arms, columns)
         report_dir = results_dir / "report"
-        for name in ("report.md", "report.html", "analysis.json"):
+        for name in ("report.md", "report.html", "pr_comment.md", "analysis.json"):
             if (report_dir / name).is_file():
                 self.artifact(self.parent, report_dir / name, "report")
         for plot in sorted((report_dir / "plots").glob("*.png")):
