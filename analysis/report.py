@@ -901,10 +901,11 @@ def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any], plots: bo
             at = {level_label(r["levels"]): r["verdict"] for r in entry["rows"]}
             grid.append([entry["id"], *(verdict_cell(at[label]) if label in at else "-" for label in labels)])
         blocks.append(Table(["claim", *labels], grid, title="Each claim's verdict at each level:"))
-    for entry in entries:
-        blocks.append(Table(["level", "verdict", "detail"],
-                            [[level_label(r["levels"]), verdict_cell(r["verdict"]), r["detail"]] for r in entry["rows"]],
-                            title=f"**{entry['id']}**: {entry['summary']}"))
+    if entries:
+        blocks.append(Details("Each claim at each level, with its numbers", [
+            Table(["level", "verdict", "detail"],
+                  [[level_label(r["levels"]), verdict_cell(r["verdict"]), r["detail"]] for r in entry["rows"]],
+                  title=f"**{entry['id']}**: {entry['summary']}") for entry in entries]))
     figures = {f.name: f for f in (sweep_figures(runs) if plots else [])}
     for col in factor_columns(runs):
         factor = col.split(":", 1)[1]

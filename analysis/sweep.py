@@ -72,6 +72,11 @@ def metric_by_level(runs: pd.DataFrame, metric: str, factor: str) -> pd.DataFram
     return pd.DataFrame(rows, columns=["benchmark", "arm", "level", "mean", "ci_low", "ci_high", "n"])
 
 
+def _num(x: float, significant: int) -> str:
+    """`significant` digits, never in exponent form (1.8e+02 reads as 180)."""
+    return f"{x:.0f}" if abs(x) >= 10 ** significant else f"{x:.{significant}g}"
+
+
 def level_tables(runs: pd.DataFrame, metric: str, factor: str, digits: int = 3) -> List[Table]:
     """Per base benchmark, one table: a row per level, a column per arm (mean, and the interval's half width)."""
     data = metric_by_level(runs, metric, factor)
@@ -88,7 +93,7 @@ def level_tables(runs: pd.DataFrame, metric: str, factor: str, digits: int = 3) 
                     continue
                 r = r.iloc[0]
                 half = (r["ci_high"] - r["mean"]) if math.isfinite(r["ci_high"]) else float("nan")
-                cells.append(f"{r['mean']:.{digits}g}" + (f" ± {half:.2g}" if math.isfinite(half) else ""))
+                cells.append(_num(r["mean"], digits) + (f" ± {_num(half, 2)}" if math.isfinite(half) else ""))
             rows.append([f"{level:g}" if isinstance(level, float) else str(level), *cells])
         tables.append(Table([factor, *arms], rows,
                             title=f"{bench}, {metric} by {factor} (mean ± 95% half width over repeats):"))
