@@ -485,6 +485,11 @@ def _code(text: Any) -> Cell:
     return Cell(str(text), code=True)
 
 
+# How many questions the per-question listing of greedy outputs shows (a campaign of thousands lists the ones that
+# differ, then the first of the others).
+PER_QUESTION_ROWS = 200
+
+
 def per_question_outputs(analysis: Dict[str, Any], requests) -> List[Any]:
     """Per greedy benchmark: every question's baseline answer (its first repeat) and, per arm, whether its answers
     were the same in every repeat or where they first differed (folded: a long listing)."""
@@ -504,8 +509,12 @@ def per_question_outputs(analysis: Dict[str, Any], requests) -> List[Any]:
         for a in agreements:
             for d in a["differing"]:
                 differs[a["arm"]].setdefault(d["request"], []).append(d)
+        # every question that differs somewhere first, then the others, up to the listing's length
+        differing = {q for by_q in differs.values() for q in by_q}
+        shown = first.assign(_differs=first["request"].isin(differing)).sort_values(
+            ["_differs", "request"], ascending=[False, True], kind="stable").head(PER_QUESTION_ROWS)
         rows = []
-        for r in first.itertuples(index=False):
+        for r in shown.sort_values("request").itertuples(index=False):
             cells: List[Any] = [str(r.request), _code(str(r.output)[:200] + ("..." if len(str(r.output)) > 200 else ""))]
             for arm, by_q in differs.items():
                 ds = by_q.get(int(r.request))
@@ -513,7 +522,9 @@ def per_question_outputs(analysis: Dict[str, Any], requests) -> List[Any]:
                              Cell(f"differs in {len(ds)} repeat(s)", strong=True, cls="bad",
                                   note=f", first at character {min(d['first_difference_at'] for d in ds)}"))
             rows.append(cells)
-        out.append(Details(f"{bench}: every question's greedy output, arm by arm ({len(rows)} questions)",
+        said = (f"{len(rows)} questions" if len(rows) == len(first) else
+                f"{len(rows)} of {len(first)} questions: every one that differs, then the first of the others")
+        out.append(Details(f"{bench}: every question's greedy output, arm by arm ({said})",
                            [Table(["question", f"{baseline}'s output (first repeat)", *differs], rows)], only="html"))
     return out
 

@@ -193,3 +193,25 @@ def test_snakemake_captions_come_from_the_report():
         "gsm8k: each arm's mean of x (the table's numbers)."
     assert env.from_string(text).render(snakemake=Snakemake("theory")).strip() == 'Quotes "and" {braces}.'
     assert env.from_string(text).render(snakemake=Snakemake("other")).strip() == "other"
+
+
+def test_the_per_question_listing_keeps_every_question_that_differs():
+    """Thousands of questions: the listing shows the ones that differ, then the first of the others."""
+    import pandas as pd
+
+    from specrepro.analysis.report import PER_QUESTION_ROWS, per_question_outputs
+
+    questions = PER_QUESTION_ROWS + 100
+    requests = pd.DataFrame([{"arm": arm, "benchmark": "gsm8k", "repeat": 1, "request": q, "output": f"answer {q}"}
+                             for arm in ("base", "new") for q in range(questions)])
+    agreement = {"benchmark": "gsm8k", "arm": "new", "against": "base",
+                 "differing": [{"request": questions - 1, "repeat": 1, "first_difference_at": 7}]}
+    (details,) = per_question_outputs({"output_agreement": [agreement]}, requests)
+    (table,) = details.blocks
+    assert details.summary == (f"gsm8k: every question's greedy output, arm by arm ({PER_QUESTION_ROWS} of "
+                               f"{questions} questions: every one that differs, then the first of the others)")
+    assert table.header == ["question", "base's output (first repeat)", "new"]
+    assert len(table.rows) == PER_QUESTION_ROWS
+    last = table.rows[-1]
+    assert last[0] == str(questions - 1) and last[2].text == "differs in 1 repeat(s)" and last[2].cls == "bad"
+    assert table.rows[0][2].text == "same" and table.rows[0][1].code
