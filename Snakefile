@@ -64,6 +64,8 @@ rule all:
     default_target: True
     input:
         f"{R}/report/report.md",
+        f"{R}/report/report.html",
+        f"{R}/report/pr_comment.md",
         f"{R}/tracking/campaign.json",
 
 

@@ -10,39 +10,78 @@ from typing import Any, Dict, List
 import matplotlib
 import numpy as np
 
+from specrepro.analysis.document import Figure
 from specrepro.analysis.stats import per_token_latencies
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-BAR_METRICS = [("gsm8k", "accept_length"), ("gsm8k", "accuracy"), ("bench_serving", "mean_tpot_ms"),
-               ("bench_serving", "output_throughput")]
 
 
 def _png(fig) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def bars_with_ci(analysis: Dict[str, Any]) -> List[str]:
-    out = []
-    for bench, metric in BAR_METRICS:
+def bars_with_ci(analysis: Dict[str, Any], bench: str, metrics: List[str], titles: Dict[str, str]) -> List[Figure]:
+    """One figure per benchmark: a panel per headline metric, each arm's mean as a bar with its 95% interval
+    (the numbers of the benchmark's headline table, beside which the report puts it)."""
+    panels = []
+    for metric in metrics:
         rows = [s for s in analysis["summary"] if s["benchmark"] == bench and s["metric"] == metric]
-        if not rows:
-            continue
-        fig, ax = plt.subplots(figsize=(6, 3))
-        means = [r["mean"] for r in rows]
-        errs = [(r["ci_high"] - r["mean"]) if math.isfinite(r["ci_high"]) else 0 for r in rows]
-        ax.bar([r["arm"] for r in rows], means, yerr=errs, capsize=4)
-        ax.set_title(f"{bench}: {metric} (mean, 95% CI)")
-        ax.tick_params(axis="x", labelrotation=30)
-        out.append(_png(fig))
-    return out
+        if rows:
+            panels.append((metric, rows))
+    if not panels:
+        return []
+    arms = list(dict.fromkeys(r["arm"] for _, rows in panels for r in rows))
+    fig, axes = plt.subplots(1, len(panels), figsize=(2.3 * len(panels) + 1.2, 0.32 * len(arms) + 1.0),
+                             sharey=True, squeeze=False)
+    for ax, (metric, rows) in zip(axes[0], panels):
+        by_arm = {r["arm"]: r for r in rows}
+        y = np.arange(len(arms))
+        means = [by_arm[a]["mean"] if a in by_arm else np.nan for a in arms]
+        errs = [(by_arm[a]["ci_high"] - by_arm[a]["mean"]) if a in by_arm and math.isfinite(by_arm[a]["ci_high"])
+                else 0 for a in arms]
+        ax.barh(y, means, xerr=errs, capsize=3, color="#4c72b0")
+        ax.set_yticks(y, arms)
+        ax.invert_yaxis()
+        ax.set_title(titles.get(metric, metric), fontsize=9)
+        ax.tick_params(labelsize=8)
+        top = np.nanmax([m + e for m, e in zip(means, errs)] + [0.0])
+        if np.nanmin(means + [0.0]) >= 0:
+            ax.set_xlim(0, top * 1.08 if top > 0 else 1)
+    return [Figure(f"{bench}.headline", _png(fig),
+                   f"{bench}: each arm's mean of {', '.join(m for m, _ in panels)} with its 95% interval over repeats "
+                   "(the table's numbers).")]
 
 
-def tpot_distributions(requests) -> List[str]:
+def theory_plot(rows: List[Dict[str, Any]]) -> List[Figure]:
+    """Measured accept length per (arm, benchmark) against what theory predicts: the band a dash, the expected
+    value a tick, the measurement a dot (green inside the band, red outside)."""
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(5.2, 0.34 * len(rows) + 0.9))
+    labels = [f"{r['arm']} / {r['benchmark']}" for r in rows]
+    y = np.arange(len(rows))
+    for i, r in enumerate(rows):
+        if r.get("low") is not None:
+            ax.plot([r["low"], r["high"]], [i, i], color="#b8c4d0", linewidth=7, solid_capstyle="butt")
+        if r.get("expected") is not None:
+            ax.plot([r["expected"]], [i], marker="|", markersize=13, color="#3d4752")
+        ax.plot([r["measured"]], [i], marker="o", linestyle="none",
+                color={True: "#1a7f37", False: "#cf222e"}.get(r.get("agrees"), "#59636e"))
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.tick_params(labelsize=8)
+    ax.set_xlabel("accept length (tokens per verify step)", fontsize=8)
+    return [Figure("theory", _png(fig),
+                   "Accept length per arm and benchmark: the dot is the measurement (green inside theory's band, red "
+                   "outside), the tick the expected value, the grey bar the band.")]
+
+
+def tpot_distributions(requests) -> List[Figure]:
     if requests is None or requests.empty or "itls_ms" not in requests.columns:
         return []
     data = requests[requests["itls_ms"].notna()]
@@ -61,10 +100,12 @@ def tpot_distributions(requests) -> List[str]:
     ax.set_xlabel("per-token latency (ms)")
     ax.set_title("bench_serving per-token latency by arm")
     ax.legend(fontsize=7)
-    return [_png(fig)]
+    return [Figure("tpot_distribution", _png(fig),
+                   "Per-token latency (bench_serving inter-token latencies) by arm: two modes mean the median and "
+                   "the mean tell different stories.")]
 
 
-def acceptance_histograms(analysis: Dict[str, Any]) -> List[str]:
+def acceptance_histograms(analysis: Dict[str, Any]) -> List[Figure]:
     """Per benchmark: each arm's share of verify steps by drafts accepted, bars side by side."""
     out = []
     hists = analysis.get("acceptance_histograms") or []
@@ -81,7 +122,9 @@ def acceptance_histograms(analysis: Dict[str, Any]) -> List[str]:
         ax.set_ylabel("share of verify steps")
         ax.set_title(f"{bench}: acceptance histogram by arm")
         ax.legend(fontsize=7)
-        out.append(_png(fig))
+        out.append(Figure(f"{bench}.acceptance", _png(fig),
+                          f"{bench}: the share of verify steps that accepted 0, 1, 2, ... drafts, per arm (pooled over "
+                          "repeats)."))
     return out
 
 
@@ -89,8 +132,8 @@ def acceptance_histograms(analysis: Dict[str, Any]) -> List[str]:
 FACTOR_METRICS = ("accept_length", "mean_tpot_ms")
 
 
-def factor_plots(runs) -> List[tuple]:
-    """(name, PNG): per swept factor, base benchmark and metric, the metric against the factor's levels, one line
+def factor_plots(runs) -> List[Figure]:
+    """Per swept factor, base benchmark and metric, the metric against the factor's levels, one line
     per arm with its 95% interval over repeats."""
     from specrepro.analysis.sweep import factor_columns, metric_by_level
 
@@ -109,12 +152,14 @@ def factor_plots(runs) -> List[tuple]:
                 ax.set_ylabel(metric)
                 ax.set_title(f"{bench}: {metric} by {factor} (mean, 95% CI)")
                 ax.legend(fontsize=7)
-                out.append((f"{bench}.{metric}.by_{factor}", _png(fig)))
+                out.append(Figure(f"{bench}.{metric}.by_{factor}", _png(fig),
+                                  f"{bench}: {metric} against {factor}, one line per arm, with its 95% interval "
+                                  "over repeats."))
     return out
 
 
-def pareto_plots(runs) -> List[tuple]:
-    """(name, PNG): per base benchmark, output throughput against mean TPOT, one point per cell, one line per arm
+def pareto_plots(runs) -> List[Figure]:
+    """Per base benchmark, output throughput against mean TPOT, one point per cell, one line per arm
     (in the order of its cells), each arm's Pareto front (lower TPOT, higher throughput) marked."""
     from specrepro.analysis.sweep import factor_columns, pareto_front
 
@@ -137,5 +182,7 @@ def pareto_plots(runs) -> List[tuple]:
         ax.set_ylabel("output throughput (tok/s)")
         ax.set_title(f"{bench}: throughput against TPOT per arm (stars: its Pareto front)")
         ax.legend(fontsize=7)
-        out.append((f"{bench}.pareto", _png(fig)))
+        out.append(Figure(f"{bench}.pareto", _png(fig),
+                          f"{bench}: output throughput against mean TPOT, one point per level, one line per arm; "
+                          "stars mark each arm's Pareto front (lower TPOT, higher throughput)."))
     return out

@@ -1,13 +1,21 @@
-"""Markdown and HTML reports: what ran, on what, and what it shows."""
+"""Markdown and HTML reports: what ran, on what, and what it shows.
+
+Every section is built once, as data (specrepro.analysis.document: sections of text, tables with coloured verdict
+cells, figures), and rendered twice: report.md (GitHub-flavoured markdown) and report.html (one self-contained page,
+verdicts first, plots beside the tables they illustrate, the long parts folded).  report/pr_comment.md is the short
+form a reviewer pastes into the PR under test.
+"""
 
 from __future__ import annotations
 
-import base64
 import json
 import math
-from html import escape
+import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+from specrepro.analysis.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
+                                         to_html, to_markdown, verdict_cell, yes_no)
 
 GPU_STATEMENT = (
     "What needs a GPU: the image build on the GPU platform, the GPU checks the patch series declare (run by "
@@ -23,19 +31,24 @@ def table_head(*cells: str) -> List[str]:
     return ["| " + " | ".join(cells) + " |", "|" + " --- |" * len(cells)]
 
 
+def verdict_sections(verdicts: List[Path]) -> List[Section]:
+    """The patch_check and gpu_check verdicts, each from its JSON record (a gpu_check verdict names its arm)."""
+    from specrepro.gpu_check import verdict_section as gpu_section
+    from specrepro.patch_check import verdict_section as cpu_section
+
+    out = []
+    for path in verdicts:
+        verdict = json.loads(Path(path).read_text())
+        out.append(gpu_section(verdict["arm"], verdict) if "arm" in verdict else cpu_section(verdict))
+    return out
+
+
 def cpu_stages_report(cfg: Dict[str, Any], verdict_paths: List[Path]) -> str:
-    lines = [
-        f"# {cfg['experiment']['name']}: CPU stages",
-        "",
+    head = Section(f"{cfg['experiment']['name']}: CPU stages", level=1, blocks=[Text([
         f"sglang {cfg['sglang']['version']} ({cfg['sglang']['git_ref']}), model {cfg['model']['name']}, "
-        f"platform {cfg['platform']['name']}.",
-        "",
-    ]
-    for path in verdict_paths:
-        md = Path(path).with_suffix(".md")
-        lines.append(md.read_text() if md.is_file() else json.dumps(json.loads(Path(path).read_text()), indent=1))
-    lines += ["## What was not run here", "", GPU_STATEMENT, ""]
-    return "\n".join(lines)
+        f"platform {cfg['platform']['name']}."])])
+    return to_markdown([head, *verdict_sections(verdict_paths),
+                        Section("What was not run here", [Text([GPU_STATEMENT])], level=2)])
 
 
 def _fmt(value, digits=3):
@@ -76,18 +89,19 @@ def headline_metrics(cfg: Dict[str, Any], bench: str, claims: List[Dict[str, Any
     return list(own) or list(dict.fromkeys(c["metric"] for c in claims if c.get("benchmark") == bench and c.get("metric")))
 
 
-def headline_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = False) -> List[Section]:
     """One table per benchmark the campaign ran (a sweep's cells are in "Across factors"), grouped by kind: every
-    cell mean ± 95% CI, the published figure beside it where the experiment gives one."""
+    cell mean ± 95% CI, the published figure beside it where the experiment gives one; with `plots`, each table's
+    bars beside it."""
+    from specrepro.analysis.plots import bars_with_ci
+
     summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
     ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
     ran = {s["benchmark"] for s in analysis["summary"]}
-    lines: List[str] = []
+    sections: List[Section] = []
     for kind, title in BENCHMARK_KIND_TITLES.items():
         benches = [b for b, v in cfg["benchmarks"].items() if v["kind"] == kind and not v.get("cell") and b in ran]
-        if not benches:
-            continue
-        lines += [f"### {title}", ""]
+        tables = []
         for bench in benches:
             metrics = headline_metrics(cfg, bench, analysis.get("claims") or [])
             if not metrics:
@@ -97,7 +111,7 @@ def headline_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
             header = ["arm"]
             for m in metrics:
                 header += [METRIC_FORMAT.get(m, (m, 3))[0]] + (["published"] if m in published else [])
-            lines += [f"**{bench}**" + (f" ({note})" if note else ""), "", *table_head(*header)]
+            rows = []
             for arm in cfg["experiment"]["arms"]:
                 if not any((arm, bench, m) in summary for m in metrics):
                     continue
@@ -107,30 +121,39 @@ def headline_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
                     cells.append(_cell(summary, arm, bench, m, digits))
                     if m in published:
                         cells.append(_fmt((ref.get(arm, {}).get(bench) or {}).get(m), digits))
-                lines.append("| " + " | ".join(cells) + " |")
-            lines.append("")
+                rows.append(cells)
+            figures = bars_with_ci(analysis, bench, metrics, {m: METRIC_FORMAT.get(m, (m,))[0] for m in metrics}) \
+                if plots else []
+            tables.append(Table(header, rows, title=f"**{bench}**" + (f" ({note})" if note else ""), figures=figures))
+        if tables:
+            sections.append(Section(title, tables))
     if not reference_applies(cfg) and cfg["experiment"].get("reference"):
         exp = cfg["experiment"]
-        lines.append(f"The published figures were measured with {exp.get('reference_model')} on "
+        said = Text([f"The published figures were measured with {exp.get('reference_model')} on "
                      f"{exp.get('reference_platform')}; they are not shown beside {cfg['model']['name']} on "
-                     f"{cfg['platform']['name']}.")
-    return "\n".join(lines).rstrip()
+                     f"{cfg['platform']['name']}."])
+        if sections:
+            sections[-1].blocks.append(said)
+        else:
+            sections.append(Section("", [said]))
+    return sections
 
 
-def claims_table(analysis: Dict[str, Any]) -> str:
-    """Per claim: its verdict, its numbers, and where the noise in its interval came from."""
-    lines = table_head("claim", "verdict", "numbers", "noise from")
-    for c in analysis["claims"]:
-        verdict = f"**{c['verdict']}**" + (" (as predicted for the pin)" if c.get("as_predicted") else "")
-        at = f" (at {', '.join(f'{f} {v}' for f, v in c['levels'].items())})" if c.get("levels") else ""
-        lines.append(f"| {c['text'] or c['id']}{at} | {verdict} | {c.get('detail', '')} | {c.get('noise') or '-'} |")
+def headline_tables(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    """The headline sections as markdown."""
+    return "\n\n".join(md_section(s) for s in headline_sections(cfg, analysis))
+
+
+def multiplicity_lines(analysis: Dict[str, Any]) -> List[str]:
+    """How the family of claims is judged, and where the between-launch noise comes from."""
+    lines = []
     m = analysis.get("multiplicity") or {}
     if m:
         policy = (f"Holm's step-down over the {m['family']} claims with an interval, familywise "
                   f"{m['alpha']:.0%} (each claim one-sided at {m['alpha'] / 2:.1%}, as its 95% interval)"
                   if m["policy"] == "holm" else
                   f"no multiplicity correction (each claim one-sided at {m['alpha'] / 2:.1%})")
-        lines += ["", f"Many claims: {policy}."]
+        lines.append(f"Many claims: {policy}.")
     launch = analysis.get("launch_noise") or {}
     if launch:
         lines.append("Between-launch noise: " + (
@@ -138,45 +161,146 @@ def claims_table(analysis: Dict[str, Any]) -> str:
             f"one launch per arm, so every arm-vs-arm interval includes a prior per metric "
             f"({', '.join(f'{k} {v:.1%}' for k, v in sorted((launch.get('prior') or {}).items()))}); source: "
             f"{launch.get('source') or 'not stated'}"))
-    return "\n".join(lines)
+    return lines
 
 
-def accuracy_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+def claim_verdict_cell(c: Dict[str, Any]) -> Cell:
+    return verdict_cell(c["verdict"], " (as predicted for the pin)" if c.get("as_predicted") else "")
+
+
+def claims_blocks(analysis: Dict[str, Any]) -> List[Any]:
+    """Per claim: its verdict, its numbers, and where the noise in its interval came from."""
+    rows = []
+    for c in analysis["claims"]:
+        at = f" (at {', '.join(f'{f} {v}' for f, v in c['levels'].items())})" if c.get("levels") else ""
+        rows.append([f"{c['text'] or c['id']}{at}", claim_verdict_cell(c), c.get("detail", ""), c.get("noise") or "-"])
+    blocks: List[Any] = [Table(["claim", "verdict", "numbers", "noise from"], rows)]
+    if multiplicity_lines(analysis):
+        blocks.append(Text(multiplicity_lines(analysis)))
+    return blocks
+
+
+def claims_table(analysis: Dict[str, Any]) -> str:
+    return md_section(Section("", claims_blocks(analysis)))
+
+
+def claim_effect(c: Dict[str, Any]) -> str:
+    """A claim's effect and its 95% interval in a few words (the numbers column says the rest)."""
+    d, r, a = c.get("delta"), c.get("restored"), c.get("agreement")
+    if c["verdict"] == "NOT JUDGED" or not (d or r or a):
+        text = c.get("detail", "")
+    elif r and "fraction" in r and not math.isnan(r.get("half_width", math.nan)):
+        text = (f"{c['arm']} closes {r['fraction']:.0%} of the gap to {c['against']} (95% CI {r['ci_low']:.0%} .. "
+                f"{r['ci_high']:.0%}; the claim needs more than {c.get('fraction', 0.9):.0%})")
+    elif a:
+        text = f"{a['identical']} of {a['pairs']} greedy outputs identical to {a['against']}'s"
+    elif d and not math.isnan(d.get("half_width", math.nan)) and d.get("se"):
+        text = (f"{c['arm']} vs {c['against']}: {d['relative']:+.1%} (95% CI {d['ci_low']:+.1%} .. "
+                f"{d['ci_high']:+.1%})")
+    else:
+        text = c.get("detail", "")
+    if c.get("prior_sensitive"):
+        text += f"; with twice the between-launch prior: {c['prior_sensitive']}"
+    return text
+
+
+def effect_range(instances: List[Dict[str, Any]]) -> str:
+    """The range of a swept claim's effect over its levels (relative change, or share of the gap closed)."""
+    rel = [c["delta"]["relative"] for c in instances if (c.get("delta") or {}).get("relative") is not None
+           and not math.isnan(c["delta"]["relative"])]
+    closed = [c["restored"]["fraction"] for c in instances if (c.get("restored") or {}).get("fraction") is not None]
+    if rel and len(rel) == len(instances):
+        return f" ({min(rel):+.1%} .. {max(rel):+.1%} over the levels)"
+    if closed and len(closed) == len(instances):
+        return f" ({min(closed):.0%} .. {max(closed):.0%} of the gap closed over the levels)"
+    return ""
+
+
+def claim_noise(c: Dict[str, Any]) -> str:
+    """Where a claim's noise came from, said once when every arm's came from the same."""
+    a = c.get("agreement")
+    if a and a.get("aa_pairs"):
+        return f"the baseline against itself (A/A): {a['aa_differing']} of {a['aa_pairs']} differ"
+    parts = [p.split(": ", 1) for p in (c.get("noise") or "").split("; ") if ": " in p]
+    if len(parts) > 1 and len({src for _, src in parts}) == 1:
+        return f"each arm ({', '.join(arm for arm, _ in parts)}): {parts[0][1]}"
+    return c.get("noise") or "-"
+
+
+def claim_summary_rows(analysis: Dict[str, Any], noise: bool = True) -> List[List[Any]]:
+    """One row per claim: verdict, the claim, effect and interval, where the noise came from.  A claim judged at
+    every level of a sweep is one row: its verdict where it is the same at every level, its per-level summary."""
+    from specrepro.analysis.sweep import per_level
+
+    swept = {e["id"]: e for e in per_level(analysis["claims"])}
+    rows, seen = [], set()
+    for c in analysis["claims"]:
+        base = c.get("base_id")
+        if base in swept:
+            if base in seen:
+                continue
+            seen.add(base)
+            entry = swept[base]
+            verdicts = {r["verdict"] for r in entry["rows"]}
+            cell = verdict_cell(verdicts.pop()) if len(verdicts) == 1 else verdict_cell("VARIES BY LEVEL")
+            row = [cell, entry["text"] or base, entry["summary"] + effect_range(
+                [x for x in analysis["claims"] if x.get("base_id") == base])]
+            if noise:
+                row.append(f"{len(entry['rows'])} levels, each in the one family of claims")
+        else:
+            row = [claim_verdict_cell(c), c["text"] or c["id"], claim_effect(c)]
+            if noise:
+                row.append(claim_noise(c))
+        rows.append(row)
+    return rows
+
+
+def summary_section(analysis: Dict[str, Any]) -> Section:
+    counts: Dict[str, int] = {}
+    for row in claim_summary_rows(analysis, noise=False):
+        counts[row[0].text] = counts.get(row[0].text, 0) + 1
+    said = ", ".join(f"{n} {v}" for v, n in counts.items())
+    table = Table(["verdict", "claim", "effect (95% CI)", "noise from"], claim_summary_rows(analysis))
+    said_how = Text(multiplicity_lines(analysis)[:1] + ["Each claim's full numbers are under Claims below."])
+    return Section("Verdicts" + (f": {said}" if said else ""), [table, said_how], id="verdicts")
+
+
+def accuracy_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[Section]:
     """Accuracy shown, never judged: each arm against the baseline on the same questions, paired."""
     rows = (analysis.get("gsm8k") or {}).get("paired") or []
     if not rows:
-        return ""
+        return None
     said = cfg["experiment"].get("accuracy_note") or (
         "No claim of this experiment is about accuracy." if not any(c.get("metric") == "accuracy"
                                                                     for c in analysis.get("claims") or []) else "")
-    lines = ["### Accuracy (shown, not judged)", "",
-             "Per question, each arm's answer against the baseline's (the majority over repeats); n is the number of "
-             f"distinct questions.  {said}".rstrip(), "",
-             *table_head("benchmark", "arm", "against", "questions", "arm right only", "baseline right only",
-                         "difference (95% CI)")]
-    for r in rows:
-        lines.append(f"| {r['benchmark']} | {r['arm']} | {r['baseline']} | {r['pairs']} | {r['arm_only']} | "
-                     f"{r['base_only']} | {r['difference']:+.1%} ({r['ci_low']:+.1%} .. {r['ci_high']:+.1%}) |")
-    return "\n".join(lines)
+    return Section("Accuracy (shown, not judged)", [
+        Text(["Per question, each arm's answer against the baseline's (the majority over repeats); n is the number of "
+              f"distinct questions.  {said}".rstrip()]),
+        Table(["benchmark", "arm", "against", "questions", "arm right only", "baseline right only",
+               "difference (95% CI)"],
+              [[r["benchmark"], r["arm"], r["baseline"], str(r["pairs"]), str(r["arm_only"]), str(r["base_only"]),
+                f"{r['difference']:+.1%} ({r['ci_low']:+.1%} .. {r['ci_high']:+.1%})"] for r in rows])])
 
 
-def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = False) -> Optional[Section]:
     """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.theory)."""
+    from specrepro.analysis.plots import theory_plot
+
     rows = analysis.get("theory") or []
     if not rows:
-        return ""
+        return None
     source = (f"from the weights of `{cfg['model']['name']}`, which the pipeline builds" if cfg["model"].get("toy")
               else "from the acceptance the experiment declares")
-    lines = ["### Accept length against theory", "",
-             f"What theory predicts for each arm's draft rule (experiment.theory; P(accept) {source}; greedy "
-             "verification), beside the measured accept length (tokens committed per verify step).", "",
-             *table_head("arm", "benchmark", "the draft", "measured", "expected", "band", "agrees")]
+    table = []
     for r in rows:
         band = "-" if r.get("low") is None else f"{r['low']:.3f} .. {r['high']:.3f}"
-        agrees = {True: "yes", False: "**no**", None: "-"}[r.get("agrees")]
-        lines.append(f"| {r['arm']} | {r['benchmark']} | {r['rule']} | {r['measured']:.3f} | "
-                     f"{_fmt(r.get('expected'))} | {band} | {agrees} |")
-    return "\n".join(lines)
+        table.append([r["arm"], r["benchmark"], r["rule"], f"{r['measured']:.3f}", _fmt(r.get("expected")), band,
+                      yes_no(r.get("agrees"))])
+    return Section("Accept length against theory", [
+        Text([f"What theory predicts for each arm's draft rule (experiment.theory; P(accept) {source}; greedy "
+              "verification), beside the measured accept length (tokens committed per verify step)."]),
+        Table(["arm", "benchmark", "the draft", "measured", "expected", "band", "agrees"], table,
+              figures=theory_plot(rows) if plots else [])])
 
 
 def shown_metrics(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> set:
@@ -185,19 +309,23 @@ def shown_metrics(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> set:
             | {c["metric"] for c in analysis.get("claims") or [] if c.get("metric")})
 
 
-def noise_table(analysis: Dict[str, Any], metrics: Optional[set] = None) -> str:
+def noise_rows(analysis: Dict[str, Any], metrics: Optional[set] = None) -> Table:
     """Each benchmark and metric's noise floors (`metrics`: those shown; None: all)."""
-    lines = table_head("benchmark", "metric", "within a launch (CV)", "from", "between launches (prior CV)")
+    rows = []
     for n in analysis["noise_floors"]:
         if metrics is not None and n["metric"] not in metrics:
             continue
         floor, prior = n["noise_floor"], n.get("launch_prior")
-        lines.append(f"| {n['benchmark']} | {n['metric']} | {'-' if floor is None else f'{floor:.2%}'} | "
-                     f"{n['source']} | {'-' if prior is None else f'{prior:.1%}'} |")
-    return "\n".join(lines)
+        rows.append([n["benchmark"], n["metric"], "-" if floor is None else f"{floor:.2%}", n["source"],
+                     "-" if prior is None else f"{prior:.1%}"])
+    return Table(["benchmark", "metric", "within a launch (CV)", "from", "between launches (prior CV)"], rows)
 
 
-def stage_costs_table(results_dir: Path) -> str:
+def noise_table(analysis: Dict[str, Any], metrics: Optional[set] = None) -> str:
+    return md_section(Section("", [noise_rows(analysis, metrics)]))
+
+
+def stage_costs_section(results_dir: Path) -> Optional[Section]:
     """Snakemake's `benchmark:` records of the heavy stages: wall time and peak memory per job."""
     import csv
 
@@ -210,37 +338,44 @@ def stage_costs_table(results_dir: Path) -> str:
         last = records[-1]
         job = str(tsv.relative_to(Path(results_dir, "benchmarks")).with_suffix(""))
         rss = last.get("max_rss", "")
-        rows.append(f"| {job} | {float(last['s']):.1f} | {rss if rss in ('', '-', 'NA') else f'{float(rss):.0f}'} |")
+        rows.append([job, f"{float(last['s']):.1f}", rss if rss in ("", "-", "NA") else f"{float(rss):.0f}"])
     if not rows:
-        return ""
-    return "\n".join([*table_head("job", "wall time (s)", "peak RSS (MB)"), *rows])
+        return None
+    total = sum(float(r[1]) for r in rows)
+    return Section("Provenance: what each heavy stage cost (Snakemake `benchmark:`)",
+                   [Table(["job", "wall time (s)", "peak RSS (MB)"], rows)], collapsed=True,
+                   note=f"{len(rows)} jobs, {total:.0f} s in all")
 
 
-def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> str:
+def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Optional[Section]:
     """Measured facts per arm (from inside its image), and fingerprint differences against the baseline."""
     from specrepro.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
 
     if not arm_records:
-        return ""
-    lines = ["### Where this ran (measured inside each arm's image)", "",
-             *table_head("arm", "host", "GPUs granted", "facts from", *FINGERPRINT_KEYS)]
-    fps = {}
+        return None
+    rows, fps = [], {}
     for rec in arm_records:
         fp = rec.get("fingerprint") or {}
         fps[rec["arm"]] = fp
         facts = (rec.get("gpu_facts") or {}).get("before") or {}
         granted = sorted({g for e in rec.get("launches", []) for g in e.get("gpus") or []})
-        cells = [rec["arm"], rec.get("host", "-"), ",".join(map(str, granted)) or "none",
-                 facts.get("source", "none")] + [str(fp.get(k) if fp.get(k) is not None else "-")[:40]
-                                                  for k in FINGERPRINT_KEYS]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append([rec["arm"], rec.get("host", "-"), ",".join(map(str, granted)) or "none",
+                     facts.get("source", "none")] + [str(fp.get(k) if fp.get(k) is not None else "-")[:40]
+                                                     for k in FINGERPRINT_KEYS])
     notes = sorted({((r.get("gpu_facts") or {}).get("before") or {}).get("note") for r in arm_records} - {None})
-    lines += [""] + [f"- {n}" for n in notes]
+    mismatches = []
     for d in fingerprint_differences(fps, cfg["experiment"]["baseline_arm"]):
         what = ", ".join(f"{k}: {a} vs {b}" for k, (a, b) in d["differs"].items())
-        lines.append(f"- **Fingerprint mismatch: {d['arm']} differs from {d['baseline']} in {what}**; its deltas "
-                     f"against {d['baseline']} may come from that, not from the change.")
-    return "\n".join(lines).rstrip()
+        mismatches.append(f"**Fingerprint mismatch: {d['arm']} differs from {d['baseline']} in {what}**; its deltas "
+                          f"against {d['baseline']} may come from that, not from the change.")
+    models = sorted({str(r[4]) for r in rows})
+    blocks: List[Any] = [Table(["arm", "host", "GPUs granted", "facts from", *FINGERPRINT_KEYS], rows)]
+    if notes or mismatches:
+        blocks.append(Bullets(notes + mismatches))
+    # folded unless the arms' fingerprints differ: then the deltas may come from that, and it must be seen
+    return Section("Where this ran (measured inside each arm's image)", blocks, collapsed=not mismatches,
+                   note=f"GPU model: {', '.join(models)}; " + (f"{len(mismatches)} fingerprint mismatch(es)"
+                                                               if mismatches else "fingerprints agree"))
 
 
 def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
@@ -254,8 +389,8 @@ def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
             continue
         spec = load_series(series_folder(cfg, name))
         source = f" ({spec['source']})" if spec.get("source") else ""
-        lines.append(f"- Change `{name}`: {spec['title']}{source}; arms {', '.join(arms)}.")
-    return [*lines, ""] if lines else []
+        lines.append(f"Change `{name}`: {spec['title']}{source}; arms {', '.join(arms)}.")
+    return lines
 
 
 def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:
@@ -290,15 +425,30 @@ def placement_statement(cfg: Dict[str, Any]) -> str:
     return "Placement `exclusive`: one measuring arm per node at a time."
 
 
-def arm_checks_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
+def setup_statement(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> str:
+    return (f"sglang {cfg['sglang']['version']}, model {cfg['model']['name']}, baseline arm `{analysis['baseline']}`, "
+            "repeats: " + ", ".join(f"{b} {(v.get('repeats') or cfg['experiment']['repeats'])}"
+                                    for b, v in cfg["benchmarks"].items()) + "; one server per arm.")
+
+
+def intro_blocks(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]]) -> List[Any]:
+    """What the report is about and where it ran: the experiment's own words, the changes, the platform."""
+    blocks: List[Any] = []
+    if cfg["experiment"].get("description"):
+        blocks.append(Text([cfg["experiment"]["description"]], quote=True))
+    if changes_under_test(cfg):
+        blocks.append(Bullets(changes_under_test(cfg)))
+    blocks += [Text([executed_statement(cfg, records)]), Text([placement_statement(cfg)]),
+               Text([setup_statement(cfg, analysis)])]
+    return blocks
+
+
+def arm_checks_section(arm_records: List[Dict[str, Any]],
+                       run_records: Dict[str, Dict[str, Dict[str, Any]]]) -> Optional[Section]:
     """Per arm: did /server_info and the decode log confirm what it asked for; accept-length consistency per run."""
     if not arm_records:
-        return ""
-    lines = ["### Did each arm run what it says", "",
-             "From each launch's `/server_info` (resolved server arguments, version) and the decode log's "
-             "`cuda graph:` field (`cpu graph:` on sglang's CPU engine); an invalid arm's numbers stay in the tables "
-             "but no claim is judged on them.", "",
-             *table_head("arm", "valid", "decode lines `graph: True` / `False`", "problems")]
+        return None
+    rows = []
     for rec in arm_records:
         validity = rec.get("validity") or {"valid": None, "problems": ["not checked (recorded before this check)"]}
         on = off = 0
@@ -306,8 +456,7 @@ def arm_checks_section(arm_records: List[Dict[str, Any]], run_records: Dict[str,
             lines_by = ((run.get("accept_length_sources") or {}).get("decode_log") or {}).get("cuda_graph_lines") or {}
             on, off = on + lines_by.get("True", 0), off + lines_by.get("False", 0)
         problems = "; ".join(validity.get("problems") or []) or "-"
-        mark = {True: "yes", False: "**no**", None: "unknown"}[validity.get("valid")]
-        lines.append(f"| {rec['arm']} | {mark} | {on} / {off} | {escape(problems)[:600]} |")
+        rows.append([rec["arm"], yes_no(validity.get("valid"), unknown="unknown"), f"{on} / {off}", problems[:600]])
     flagged = []
     for arm, runs in run_records.items():
         for stem, run in runs.items():
@@ -318,92 +467,183 @@ def arm_checks_section(arm_records: List[Dict[str, Any]], run_records: Dict[str,
                             f"token-count mismatches" if k == "meta_info" else
                             f", {v.get('inconsistent_lines')} of {v.get('lines')} lines off")
                          for k, v in c.items() if isinstance(v, dict) and v.get("checked") and not v.get("consistent")]
-                flagged.append(f"- **{arm} {stem}: accept length and accept rate disagree** ({'; '.join(parts)})")
-    lines += ["", "Accept length against accept rate (sglang 0.5.20: decode log accept len = 1 + rate x "
-              "(num_draft_tokens - 1); meta_info Σ histogram = verify steps, Σ i x histogram[i] = correct drafts, "
-              "completion = 1 + correct + verify steps less the last step's overrun): "
-              + ("every run consistent." if not flagged else "")] + flagged
-    return "\n".join(lines)
+                flagged.append(f"**{arm} {stem}: accept length and accept rate disagree** ({'; '.join(parts)})")
+    blocks = [Text(["From each launch's `/server_info` (resolved server arguments, version) and the decode log's "
+                    "`cuda graph:` field (`cpu graph:` on sglang's CPU engine); an invalid arm's numbers stay in the "
+                    "tables but no claim is judged on them."]),
+              Table(["arm", "valid", "decode lines `graph: True` / `False`", "problems"], rows),
+              Text(["Accept length against accept rate (sglang 0.5.20: decode log accept len = 1 + rate x "
+                    "(num_draft_tokens - 1); meta_info Σ histogram = verify steps, Σ i x histogram[i] = correct "
+                    "drafts, completion = 1 + correct + verify steps less the last step's overrun): "
+                    + ("every run consistent." if not flagged else "")])]
+    if flagged:
+        blocks.append(Bullets(flagged))
+    return Section("Did each arm run what it says", blocks)
 
 
-def output_agreement_section(analysis: Dict[str, Any]) -> str:
+def _code(text: Any) -> Cell:
+    return Cell(str(text), code=True)
+
+
+# How many questions the per-question listing of greedy outputs shows (a campaign of thousands lists the ones that
+# differ, then the first of the others).
+PER_QUESTION_ROWS = 200
+
+
+def per_question_outputs(analysis: Dict[str, Any], requests) -> List[Any]:
+    """Per greedy benchmark: every question's baseline answer (its first repeat) and, per arm, whether its answers
+    were the same in every repeat or where they first differed (folded: a long listing)."""
+    rows_by_bench: Dict[str, List[Dict[str, Any]]] = {}
+    for a in analysis.get("output_agreement") or []:
+        rows_by_bench.setdefault(a["benchmark"], []).append(a)
+    if requests is None or requests.empty or "output" not in requests.columns:
+        return []
+    out = []
+    for bench, agreements in rows_by_bench.items():
+        baseline = agreements[0]["against"]
+        base = requests[(requests["benchmark"] == bench) & (requests["arm"] == baseline) & requests["output"].notna()]
+        if base.empty:
+            continue
+        first = base.sort_values(["request", "repeat"]).groupby("request").head(1)
+        differs = {a["arm"]: {} for a in agreements}
+        for a in agreements:
+            for d in a["differing"]:
+                differs[a["arm"]].setdefault(d["request"], []).append(d)
+        # every question that differs somewhere first, then the others, up to the listing's length
+        differing = {q for by_q in differs.values() for q in by_q}
+        shown = first.assign(_differs=first["request"].isin(differing)).sort_values(
+            ["_differs", "request"], ascending=[False, True], kind="stable").head(PER_QUESTION_ROWS)
+        rows = []
+        for r in shown.sort_values("request").itertuples(index=False):
+            cells: List[Any] = [str(r.request), _code(str(r.output)[:200] + ("..." if len(str(r.output)) > 200 else ""))]
+            for arm, by_q in differs.items():
+                ds = by_q.get(int(r.request))
+                cells.append(Cell("same", cls="good") if not ds else
+                             Cell(f"differs in {len(ds)} repeat(s)", strong=True, cls="bad",
+                                  note=f", first at character {min(d['first_difference_at'] for d in ds)}"))
+            rows.append(cells)
+        said = (f"{len(rows)} questions" if len(rows) == len(first) else
+                f"{len(rows)} of {len(first)} questions: every one that differs, then the first of the others")
+        out.append(Details(f"{bench}: every question's greedy output, arm by arm ({said})",
+                           [Table(["question", f"{baseline}'s output (first repeat)", *differs], rows)], only="html"))
+    return out
+
+
+def output_agreement_section(analysis: Dict[str, Any], requests=None) -> Optional[Section]:
     rows = analysis.get("output_agreement") or []
     if not rows:
-        return ""
-    lines = ["### Greedy outputs against the baseline", "",
-             "Per GSM8K question at temperature 0, each arm's text against the baseline arm's (same repeat), beside "
-             "the baseline against itself (its later repeats and launches against its first: the A/A floor). An arm "
-             "is flagged when it differs significantly more often than the floor (one-sided 2.5%).", "",
-             *table_head("benchmark", "arm", "against", "identical", "match rate", "A/A floor", "beyond the floor",
-                         "questions that differ")]
+        return None
+    table = []
     for a in rows:
         qs = sorted({d["request"] for d in a["differing"]})
         floor = f"{a['aa_differing']} of {a['aa_pairs']} differ" if a.get("aa_pairs") else "not measured (one repeat)"
-        flagged = (f"**yes** (p {a['p_beyond_floor']:.2g})" if a.get("flagged") else
-                   "cannot tell" if a.get("flagged") is None else "no")
-        lines.append(f"| {a['benchmark']} | {a['arm']} | {a['against']} | {a['identical']} of {a['pairs']} | "
-                     f"{a['match_rate']:.1%} | {floor} | {flagged} | {', '.join(map(str, qs[:30])) or '-'}"
-                     f"{' ...' if len(qs) > 30 else ''} |")
-    for a in rows:
-        for d in a["differing"][:10]:
-            lines += ["", f"- {a['arm']} question {d['request']} r{d['repeat']}, first difference at character "
-                          f"{d['first_difference_at']}:", f"  - {a['against']}: `{d['baseline']}`",
-                      f"  - {a['arm']}: `{d['arm']}`"]
-    return "\n".join(lines)
+        flagged = (Cell("yes", strong=True, cls="bad", note=f" (p {a['p_beyond_floor']:.2g})") if a.get("flagged") else
+                   Cell("cannot tell") if a.get("flagged") is None else Cell("no", cls="good"))
+        table.append([a["benchmark"], a["arm"], a["against"], f"{a['identical']} of {a['pairs']}",
+                      f"{a['match_rate']:.1%}", floor, flagged,
+                      f"{', '.join(map(str, qs[:30])) or '-'}{' ...' if len(qs) > 30 else ''}"])
+    blocks: List[Any] = [
+        Text(["Per GSM8K question at temperature 0, each arm's text against the baseline arm's (same repeat), beside "
+              "the baseline against itself (its later repeats and launches against its first: the A/A floor). An arm "
+              "is flagged when it differs significantly more often than the floor (one-sided 2.5%)."]),
+        Table(["benchmark", "arm", "against", "identical", "match rate", "A/A floor", "beyond the floor",
+               "questions that differ"], table)]
+    differing = [[a["arm"], str(d["request"]), f"r{d['repeat']}", str(d["first_difference_at"]), _code(d["baseline"]),
+                  _code(d["arm"])] for a in rows for d in a["differing"][:10]]
+    if differing:
+        blocks.append(Table(["arm", "question", "repeat", "first difference at character", "baseline's text there",
+                             "the arm's text there"], differing, title="Where the first outputs that differ part:"))
+    blocks += per_question_outputs(analysis, requests)
+    return Section("Greedy outputs against the baseline", blocks)
 
 
-def acceptance_section(analysis: Dict[str, Any]) -> str:
+def acceptance_section(analysis: Dict[str, Any], plots: bool = False) -> Optional[Section]:
+    from specrepro.analysis.plots import acceptance_histograms
+
     hists = analysis.get("acceptance_histograms") or []
     if not hists:
-        return ""
+        return None
     width = max(len(h["verify_steps"]) for h in hists)
-    lines = ["### Acceptance per verify step", "",
-             "Share of verify steps that accepted i drafts (meta_info `spec_correct_drafts_histogram`, pooled).", "",
-             *table_head("arm", "benchmark", "verify steps", *map(str, range(width)), "tokens / verify")]
+    rows = []
     for h in hists:
         shares = [f"{n / h['total']:.1%}" for n in h["verify_steps"]] + ["-"] * (width - len(h["verify_steps"]))
-        lines.append(f"| {h['arm']} | {h['benchmark']} | {h['total']} | " + " | ".join(shares)
-                     + f" | {h['mean_tokens_per_verify']:.3f} |")
-    return "\n".join(lines)
+        rows.append([h["arm"], h["benchmark"], str(h["total"]), *shares, f"{h['mean_tokens_per_verify']:.3f}"])
+    return Section("Acceptance per verify step", [
+        Text(["Share of verify steps that accepted i drafts (meta_info `spec_correct_drafts_histogram`, pooled)."]),
+        Table(["arm", "benchmark", "verify steps", *map(str, range(width)), "tokens / verify"], rows,
+              figures=acceptance_histograms(analysis) if plots else [])],
+        collapsed=True, note=f"{len(hists)} histograms (arm x benchmark), with their plots")
 
 
-def attribution_section(analysis: Dict[str, Any]) -> str:
+def attribution_section(analysis: Dict[str, Any]) -> Optional[Section]:
     rows = analysis.get("speedup_attribution") or []
     if not rows:
-        return ""
-    lines = ["### Where the speed comes from", "",
-             "Output tok/s = accept length x verify steps per second: each arm's change against the baseline, "
-             "split (log scale) into its accept-length part and its step-rate part (a slower kernel shows in the "
-             "latter).", "",
-             *table_head("arm", "against", "output tok/s", "from accept length", "from step rate",
-                         "verify steps/s (arm, baseline)")]
-    for r in rows:
-        lines.append(f"| {r['arm']} | {r['baseline']} | {r['throughput_change']:+.2%} | {r['accept_length_part']:+.2%} | "
-                     f"{r['step_rate_part']:+.2%} | {r['verify_steps_per_s']:.1f}, {r['baseline_verify_steps_per_s']:.1f} |")
-    return "\n".join(lines)
+        return None
+    return Section("Where the speed comes from", [
+        Text(["Output tok/s = accept length x verify steps per second: each arm's change against the baseline, "
+              "split (log scale) into its accept-length part and its step-rate part (a slower kernel shows in the "
+              "latter)."]),
+        Table(["arm", "against", "output tok/s", "from accept length", "from step rate",
+               "verify steps/s (arm, baseline)"],
+              [[r["arm"], r["baseline"], f"{r['throughput_change']:+.2%}", f"{r['accept_length_part']:+.2%}",
+                f"{r['step_rate_part']:+.2%}", f"{r['verify_steps_per_s']:.1f}, {r['baseline_verify_steps_per_s']:.1f}"]
+               for r in rows])])
 
 
-def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any], metrics: set) -> str:
+def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any], metrics: set) -> Optional[Section]:
     """With 2+ launches per arm: the order they ran in, and the noise split into its two parts."""
     records = []
     for path in sorted(Path(cfg["results_dir"], "arms").glob("*/launches/*.json")):
         records.append(json.loads(path.read_text()))
     if not records and not analysis.get("launch_variance"):
-        return ""
+        return None
     order = sorted(records, key=lambda r: r.get("started") or 0)
-    lines = ["### Launches", "",
-             f"Each arm was launched {cfg['experiment'].get('launches', 1)} times, interleaved; verdicts count "
-             f"launch means as replicates ({analysis.get('replicates')}), so launch-to-launch noise is in every interval.",
-             "", "Order as run: " + " ".join(f"{r['arm']}#{r['launch']}" for r in order), "",
-             *table_head("arm", "benchmark", "metric", "launches", "repeats per launch", "within-launch CV",
-                         "between-launch CV")]
+    rows = []
     for v in analysis.get("launch_variance") or []:
         if v["metric"] not in metrics:
             continue
         cells = [f"{x:.2%}" if x is not None else "-" for x in (v["within_launch_cv"], v["between_launch_cv"])]
-        lines.append(f"| {v['arm']} | {v['benchmark']} | {v['metric']} | {v['launches']} | "
-                     f"{v['repeats_per_launch']:g} | {cells[0]} | {cells[1]} |")
-    return "\n".join(lines)
+        rows.append([v["arm"], v["benchmark"], v["metric"], str(v["launches"]), f"{v['repeats_per_launch']:g}", *cells])
+    return Section("Launches", [
+        Text([f"Each arm was launched {cfg['experiment'].get('launches', 1)} times, interleaved; verdicts count "
+              f"launch means as replicates ({analysis.get('replicates')}), so launch-to-launch noise is in every "
+              "interval."]),
+        Text(["Order as run: " + " ".join(f"{r['arm']}#{r['launch']}" for r in order)]),
+        Table(["arm", "benchmark", "metric", "launches", "repeats per launch", "within-launch CV",
+               "between-launch CV"], rows)],
+        collapsed=True, note=f"{len(order)} launches")
+
+
+def commands_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, Dict[str, Dict[str, Any]]],
+                     verdicts: List[Path]) -> Optional[Section]:
+    """Every server launch's command and every benchmark client's, as they ran (HTML only: long lines)."""
+    import ast
+
+    blocks: List[Any] = []
+    for rec in arm_records:
+        lines = [f"# launch {e.get('launch_id', '?')} on {e.get('host', '?')}\n{e['argv']}"
+                 for e in rec.get("launches") or [] if e.get("argv")]
+        for stem, run in (run_records.get(rec["arm"]) or {}).items():
+            argv = run.get("client_argv")
+            if isinstance(argv, str) and argv.startswith("["):
+                try:
+                    argv = ast.literal_eval(argv)
+                except (ValueError, SyntaxError):
+                    pass
+            if argv:
+                lines.append(f"# {stem}\n" + (" ".join(map(str, argv)) if isinstance(argv, list) else str(argv)))
+        if lines:
+            blocks.append(Details(f"{rec['arm']}: {len(rec.get('launches') or [])} server launch(es), "
+                                  f"{len(run_records.get(rec['arm']) or {})} benchmark runs", [Code("\n\n".join(lines))]))
+    for path in verdicts:
+        verdict = json.loads(Path(path).read_text())
+        if "arm" in verdict and verdict.get("argv"):
+            blocks.append(Details(f"gpu_check {verdict['arm']}: the probes",
+                                  [Code("\n\n".join(" ".join(map(str, a)) for a in verdict["argv"]))]))
+    if not blocks:
+        return None
+    return Section("Commands that ran", blocks, collapsed=True, only="html",
+                   note="each server launch and benchmark client, as recorded (arms/<arm>/arm.json, run.json)")
 
 
 def run_records_of(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Dict[str, Dict[str, Dict[str, Any]]]:
@@ -416,9 +656,107 @@ def run_records_of(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Di
     return out
 
 
+def claims_section(analysis: Dict[str, Any], skipped: set) -> Section:
+    blocks = claims_blocks(analysis)
+    if skipped:
+        blocks.append(Text([f"Not judged in this campaign (experiment.skip_claims): {', '.join(sorted(skipped))}."]))
+    return Section("Claims", blocks)
+
+
+def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, plots: bool = True) -> List[Section]:
+    """Every section after the introduction, in the report's order (markdown and HTML alike)."""
+    from specrepro.analysis.plots import tpot_distributions
+
+    run_records = run_records_of(cfg, records)
+    metrics = shown_metrics(cfg, analysis)
+    sections: List[Optional[Section]] = [
+        *headline_sections(cfg, analysis, plots),
+        theory_section(cfg, analysis, plots),
+        sweep_section(cfg, runs, analysis, plots) if "base_arm" in runs.columns else None,
+        claims_section(analysis, skipped),
+        Section("Noise floors", [noise_rows(analysis, metrics)], collapsed=True,
+                note="within a launch (repeats) and between launches (measured, or the prior), per benchmark and metric"),
+        launches_section(cfg, analysis, metrics),
+        arm_checks_section(records, run_records),
+        output_agreement_section(analysis, requests),
+        accuracy_section(cfg, analysis),
+        acceptance_section(analysis, plots),
+        attribution_section(analysis),
+    ]
+    warnings = [f"{b['arm']} ({b['benchmark']}): {b['per_token']['warning']}" for b in analysis["tpot_bimodality"]
+                if b["per_token"]["warning"]]
+    figures = tpot_distributions(requests) if plots else []
+    if warnings or figures:
+        sections.append(Section("TPOT distribution", [Bullets(warnings)] * bool(warnings) + figures,
+                                only="" if warnings else "html"))
+    if analysis["flags"]:
+        sections.append(Section("Flags", [Bullets([f"**{f['text']}**" for f in analysis["flags"]])]))
+    for s in verdict_sections(verdicts):
+        s.collapsed = True
+        sections.append(s)
+    sections += [where_this_ran(cfg, records), stage_costs_section(Path(cfg["results_dir"])),
+                 commands_section(records, run_records, verdicts)]
+    return [s for s in sections if s is not None]
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def lede(cfg: Dict[str, Any]) -> str:
+    from specrepro.config import config_hash
+
+    return (f"sglang {cfg['sglang']['version']} · model `{cfg['model']['name']}` · platform `{cfg['platform']['name']}`"
+            f" · {len(cfg['experiment']['arms'])} arms · config `{config_hash(cfg)}`")
+
+
+def results_link(cfg: Dict[str, Any], relative: str) -> str:
+    """Where a reader finds a file of the results folder: under tracking.results_url when the folder is published
+    there, else its path on this host."""
+    base = (cfg.get("tracking") or {}).get("results_url")
+    if base:
+        return f"{base.rstrip('/')}/{relative}"
+    return str(Path(cfg["results_dir"]) / relative)
+
+
+def reproduce_command(cfg: Dict[str, Any]) -> str:
+    return f"specrepro run experiment={cfg['experiment']['name']}"
+
+
+def pr_comment(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]]) -> str:
+    """What a reviewer posts on the PR under test: what ran where, the claims, how to reproduce, where the rest is."""
+    from specrepro.config import config_hash
+
+    name = cfg["experiment"]["name"]
+    rows = claim_summary_rows(analysis, noise=False)
+    counts: Dict[str, int] = {}
+    for row in rows:
+        counts[row[0].text] = counts.get(row[0].text, 0) + 1
+    head = Section(f"specrepro: {name}", level=3, blocks=[
+        *([Text([cfg["experiment"]["description"]], quote=True)] if cfg["experiment"].get("description") else []),
+        *([Bullets(changes_under_test(cfg))] if changes_under_test(cfg) else []),
+        Text([executed_statement(cfg, records), setup_statement(cfg, analysis)]),
+        Table(["verdict", "claim", "effect (95% CI)"], rows,
+              title=f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):"),
+        Text(multiplicity_lines(analysis)[:1]),
+        Code(f"{reproduce_command(cfg)}\n# or exactly this configuration:\n"
+             f"snakemake --configfile results/{name}/resolved_config.yaml", lang="sh"),
+        Text([f"Config hash `{config_hash(cfg)}`" + (f", specrepro `{git_commit()}`" if git_commit() else "")
+              + f". Full report (verdicts, tables, plots): {results_link(cfg, 'report/report.html')} "
+              f"(markdown: {results_link(cfg, 'report/report.md')}); every run in MLflow: "
+              f"`specrepro open {results_link(cfg, '')}` opens the dashboard, one row per arm."]),
+    ])
+    return to_markdown([head])
+
+
 def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
                     markdown: Path, html: Path, analysis_json: Path, log=None,
-                    arm_records: List[Path] = (), acceptance_csv: Path = None) -> Dict[str, Any]:
+                    arm_records: List[Path] = (), acceptance_csv: Path = None, pr_comment_md: Optional[Path] = None,
+                    plots_dir: Optional[Path] = None, captions: Optional[Path] = None) -> Dict[str, Any]:
     import pandas as pd
 
     from specrepro.analysis.analyze import analyze
@@ -447,109 +785,150 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                        theory=predictions(theory_entries(cfg), cfg["model"],
                                           lambda t: toy_acceptance(Path(toy["dir"]), t)) if cfg["experiment"].get("theory")
                        else None, settings=cfg.get("analysis"))
-    run_records = run_records_of(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
-    warnings = [b["per_token"]["warning"] for b in analysis["tpot_bimodality"] if b["per_token"]["warning"]]
-    parts = [
-        f"# {cfg['experiment']['name']}: results",
-        "",
-        *([f"> {cfg['experiment']['description']}", ""] if cfg["experiment"].get("description") else []),
-        *changes_under_test(cfg),
-        executed_statement(cfg, records),
-        "",
-        placement_statement(cfg),
-        "",
-        f"sglang {cfg['sglang']['version']}, model {cfg['model']['name']}, baseline arm `{analysis['baseline']}`, "
-        "repeats: " + ", ".join(f"{b} {(v.get('repeats') or cfg['experiment']['repeats'])}"
-                                for b, v in cfg["benchmarks"].items()) + "; one server per arm.",
-        "",
-        *([tables, ""] if (tables := headline_tables(cfg, analysis)) else []),
-        *([theory_section(cfg, analysis), ""] if analysis.get("theory") else []),
-        *([sweep_section(cfg, runs, analysis), ""] if "base_arm" in runs.columns else []),
-        "### Claims",
-        "",
-        claims_table(analysis),
-        *([f"\nNot judged in this campaign (experiment.skip_claims): {', '.join(sorted(skipped))}."] if skipped else []),
-        "",
-        "### Noise floors",
-        "",
-        noise_table(analysis, shown_metrics(cfg, analysis)),
-    ]
-    for section in (launches_section(cfg, analysis, shown_metrics(cfg, analysis)), arm_checks_section(records, run_records),
-                    output_agreement_section(analysis), accuracy_section(cfg, analysis),
-                    acceptance_section(analysis), attribution_section(analysis)):
-        if section:
-            parts += ["", section]
-    if warnings:
-        parts += ["", "### TPOT distribution", ""] + [f"- {w}" for w in warnings]
-    if analysis["flags"]:
-        parts += ["", "### Flags", ""] + [f"- **{f['text']}**" for f in analysis["flags"]]
-    for v in verdicts:
-        md = Path(v).with_suffix(".md")
-        if md.is_file():
-            parts += ["", md.read_text()]
-    where = where_this_ran(cfg, records)
-    if where:
-        parts += ["", where]
-    costs = stage_costs_table(Path(cfg["results_dir"]))
-    if costs:
-        parts += ["", "### Provenance: what each heavy stage cost (Snakemake `benchmark:`)", "", costs]
-    text = "\n".join(parts) + "\n"
-    markdown.write_text(text)
-    figures = sweep_figures(runs)
-    # the sweep's plots as files too: MLflow logs them (report/plots) beside the report
-    for name, png in figures:
-        (markdown.parent / "plots").mkdir(parents=True, exist_ok=True)
-        (markdown.parent / "plots" / f"{name}.png").write_bytes(base64.b64decode(png))
-    html.write_text(render_html(text, runs, requests, analysis, figures))
+    write_report(cfg, runs, requests, analysis, records, verdicts, skipped, markdown, html, pr_comment_md,
+                 plots_dir if plots_dir is not None else Path(markdown).parent / "plots", captions)
     return analysis
 
 
-def sweep_figures(runs) -> List[tuple]:
+def render_results(results: Path, out: Path, recorded: bool = False) -> None:
+    """A finished campaign's report from its results folder (wherever it now is): analysed again from its tables,
+    or, `recorded`, from the analysis it recorded (report/analysis.json); written into `out`."""
+    import pandas as pd
+
+    import yaml
+
+    from specrepro.campaign import Campaign
+    from specrepro.config import PROJECT_ROOT, check_resolved
+
+    results = Path(results)
+    raw = yaml.safe_load((results / "resolved_config.yaml").read_text())
+    raw["results_dir"] = str(results.resolve())
+    if not Path(raw.get("project_root") or "").is_dir():  # recorded in a checkout that is not here: read this one's
+        raw["project_root"] = str(PROJECT_ROOT)
+    cfg = check_resolved(raw, str(results / "resolved_config.yaml"))
+    campaign = Campaign(cfg)
+    verdicts = sorted(results.glob("patch_check/*/*/verdict.json")) + [
+        results / "gpu_check" / a / "verdict.json" for a in campaign.arms
+        if (results / "gpu_check" / a / "verdict.json").is_file()]
+    records = [campaign.arm_dir(a) / "arm.json" for a in campaign.arms if (campaign.arm_dir(a) / "arm.json").is_file()]
+    tables = results / "tables"
+    out.mkdir(parents=True, exist_ok=True)
+    if not recorded:
+        campaign_report(cfg, tables / "runs.csv", tables / "requests.parquet", verdicts, campaign.claims_path or None,
+                        out / "report.md", out / "report.html", out / "analysis.json", arm_records=records,
+                        acceptance_csv=tables / "acceptance.csv", pr_comment_md=out / "pr_comment.md",
+                        plots_dir=out / "plots", captions=out / "plots.rst")
+        return
+    requests = pd.read_parquet(tables / "requests.parquet") if (tables / "requests.parquet").is_file() else None
+    write_report(cfg, pd.read_csv(tables / "runs.csv"), requests,
+                 json.loads((results / "report" / "analysis.json").read_text()),
+                 [json.loads(p.read_text()) for p in records], verdicts,
+                 set(cfg["experiment"].get("skip_claims") or []), out / "report.md", out / "report.html",
+                 out / "pr_comment.md", out / "plots", out / "plots.rst")
+
+
+def write_report(cfg, runs, requests, analysis, records, verdicts, skipped, markdown: Path, html: Path,
+                 pr_comment_md: Optional[Path], plots_dir: Path, captions: Optional[Path]) -> None:
+    """report.md, report.html, the PR comment, and every plot as a file (MLflow and Snakemake's report show
+    them) with its caption."""
+    from specrepro.config import config_hash
+
+    sections = report_sections(cfg, runs, requests, analysis, records, verdicts, skipped)
+    title = f"{cfg['experiment']['name']}: results"
+    intro = intro_blocks(cfg, analysis, records)
+    Path(markdown).write_text(to_markdown([Section(title, intro, level=1), *sections]))
+    footer = [f"specrepro {git_commit() or '(commit unknown)'}; config hash `{config_hash(cfg)}`; "
+              f"rendered from the campaign's own files ({results_link(cfg, 'report/analysis.json')})."]
+    Path(html).write_text(to_html(title, summary_section(analysis), sections, intro=intro, lede=lede(cfg),
+                                  footer=footer))
+    if pr_comment_md is not None:
+        Path(pr_comment_md).write_text(pr_comment(cfg, analysis, records))
+    figures = figures_of(sections)
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    import base64
+
+    for f in figures:
+        (plots_dir / f"{f.name}.png").write_bytes(base64.b64decode(f.png))
+    if captions is not None:
+        Path(captions).write_text(caption_template(figures))
+
+
+def figures_of(sections: List[Section]) -> List[Figure]:
+    out: List[Figure] = []
+
+    def walk(blocks):
+        for b in blocks:
+            if b.kind == "figure":
+                out.append(b)
+            elif b.kind == "table":
+                out.extend(b.figures)
+            elif b.kind == "details":
+                walk(b.blocks)
+
+    def visit(s: Section):
+        walk(s.blocks)
+        for sub in s.subsections:
+            visit(sub)
+
+    for s in sections:
+        visit(s)
+    return out
+
+
+def caption_template(figures: List[Figure]) -> str:
+    """Snakemake's report captions for report/plots/{name}.png: one reStructuredText template that its report
+    renders per file (Jinja2, with the file's `name` wildcard), each plot's caption as the HTML report gives it."""
+    mapping = json.dumps({f.name: f.caption.replace("`", "") for f in figures}, ensure_ascii=True)
+    return ("{% set captions = " + mapping + " %}\n"
+            "{{ captions.get(snakemake.wildcards.name, snakemake.wildcards.name) }}\n")
+
+
+def sweep_figures(runs) -> List[Figure]:
     from specrepro.analysis.plots import factor_plots, pareto_plots
 
     return factor_plots(runs) + pareto_plots(runs) if "base_arm" in runs.columns else []
 
 
-def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any]) -> str:
+def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any], plots: bool = False) -> Section:
     """Per claim asked across factors: a one-line summary and its verdict at each level; then the headline
-    metrics per level and arm (the plots show the same with intervals)."""
-    from specrepro.analysis.sweep import factor_columns, level_label, level_table, per_level
+    metrics per level and arm, each table beside its plot (accept length and TPOT by level, throughput against
+    TPOT)."""
+    from specrepro.analysis.sweep import factor_columns, level_label, level_tables, per_level
     from specrepro.sweep import factors_of
 
     factors = factors_of(cfg)
-    lines = ["### Across factors", "",
-             "Swept: " + "; ".join(f"{f} {list(v['levels'])} ({'server flag ' + v['server'] + ', a launch per level' if v.get('server') else 'client, on the warm server'})"
-                                   for f, v in factors.items())
-             + ". Each claim is judged at every level, every instance in the one family of claims "
-               "(its multiplicity correction counts them all).", ""]
-    for entry in per_level(analysis["claims"]):
-        lines += [f"**{entry['id']}**: {entry['summary']}", "", *table_head("level", "verdict", "detail")]
-        lines += [f"| {level_label(r['levels'])} | {r['verdict']} | {r['detail']} |" for r in entry["rows"]]
-        lines.append("")
+    blocks: List[Any] = [Text([
+        "Swept: " + "; ".join(f"{f} {list(v['levels'])} ({'server flag ' + v['server'] + ', a launch per level' if v.get('server') else 'client, on the warm server'})"
+                              for f, v in factors.items())
+        + ". Each claim is judged at every level, every instance in the one family of claims "
+          "(its multiplicity correction counts them all)."])]
+    entries = per_level(analysis["claims"])
+    labels = list(dict.fromkeys(level_label(r["levels"]) for e in entries for r in e["rows"]))
+    if entries:
+        grid = []
+        for entry in entries:
+            at = {level_label(r["levels"]): r["verdict"] for r in entry["rows"]}
+            grid.append([entry["id"], *(verdict_cell(at[label]) if label in at else "-" for label in labels)])
+        blocks.append(Table(["claim", *labels], grid, title="Each claim's verdict at each level:"))
+    if entries:
+        blocks.append(Details("Each claim at each level, with its numbers", [
+            Table(["level", "verdict", "detail"],
+                  [[level_label(r["levels"]), verdict_cell(r["verdict"]), r["detail"]] for r in entry["rows"]],
+                  title=f"**{entry['id']}**: {entry['summary']}") for entry in entries]))
+    figures = {f.name: f for f in (sweep_figures(runs) if plots else [])}
     for col in factor_columns(runs):
+        factor = col.split(":", 1)[1]
         for metric in ("accept_length", "mean_tpot_ms", "output_throughput"):
-            table = level_table(runs, metric, col.split(":", 1)[1])
-            if table:
-                lines += [table, ""]
+            for table in level_tables(runs, metric, factor):
+                bench = table.title.split(",", 1)[0]
+                name = f"{bench}.pareto" if metric == "output_throughput" else f"{bench}.{metric}.by_{factor}"
+                if name in figures:
+                    table.figures.append(figures.pop(name))
+                blocks.append(table)
+    blocks += list(figures.values())
     unjudged = unjudged_metrics(cfg)
     if unjudged:
-        lines.append("Shown, not judged here: " + "; ".join(f"{m} ({why})" for m, why in unjudged.items()) + ".")
-    return "\n".join(lines).rstrip()
-
-
-def render_html(markdown_text: str, runs, requests, analysis, figures=()) -> str:
-    from specrepro.analysis.plots import acceptance_histograms, bars_with_ci, tpot_distributions
-
-    body = [f"<pre style='white-space: pre-wrap'>{escape(markdown_text)}</pre>"]
-    for name, fig in figures:
-        body.append(f"<img alt='{escape(name)}' src='data:image/png;base64,{fig}'/>")
-    for fig in bars_with_ci(analysis):
-        body.append(f"<img alt='per-arm bars' src='data:image/png;base64,{fig}'/>")
-    for fig in tpot_distributions(requests):
-        body.append(f"<img alt='TPOT distribution' src='data:image/png;base64,{fig}'/>")
-    for fig in acceptance_histograms(analysis):
-        body.append(f"<img alt='acceptance histogram' src='data:image/png;base64,{fig}'/>")
-    return "<!doctype html><html><head><meta charset='utf-8'><title>specrepro report</title></head><body>" + \
-        "\n".join(body) + "</body></html>\n"
+        blocks.append(Text(["Shown, not judged here: " + "; ".join(f"{m} ({why})" for m, why in unjudged.items()) + "."]))
+    return Section("Across factors", blocks)

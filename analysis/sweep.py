@@ -8,11 +8,12 @@ is the verdict of its instance in the family (analysis.analyze.decide, Holm over
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import pandas as pd
 
 from specrepro.analysis import stats
+from specrepro.analysis.document import Table
 
 
 def level_label(levels: Dict[str, Any]) -> str:
@@ -71,16 +72,18 @@ def metric_by_level(runs: pd.DataFrame, metric: str, factor: str) -> pd.DataFram
     return pd.DataFrame(rows, columns=["benchmark", "arm", "level", "mean", "ci_low", "ci_high", "n"])
 
 
-def level_table(runs: pd.DataFrame, metric: str, factor: str, digits: int = 3) -> Optional[str]:
-    """A markdown table: one row per level, one column per arm (mean, and the interval's half width)."""
+def _num(x: float, significant: int) -> str:
+    """`significant` digits, never in exponent form (1.8e+02 reads as 180)."""
+    return f"{x:.0f}" if abs(x) >= 10 ** significant else f"{x:.{significant}g}"
+
+
+def level_tables(runs: pd.DataFrame, metric: str, factor: str, digits: int = 3) -> List[Table]:
+    """Per base benchmark, one table: a row per level, a column per arm (mean, and the interval's half width)."""
     data = metric_by_level(runs, metric, factor)
-    if data.empty:
-        return None
-    blocks = []
+    tables = []
     for bench, g in data.groupby("benchmark", sort=False):
         arms = list(dict.fromkeys(g["arm"]))
-        lines = [f"{bench}, {metric} by {factor} (mean ± 95% half width over repeats):", "",
-                 "| " + " | ".join([factor, *arms]) + " |", "|" + "---|" * (len(arms) + 1)]
+        rows = []
         for level, lg in g.groupby("level", sort=True):
             cells = []
             for a in arms:
@@ -90,10 +93,11 @@ def level_table(runs: pd.DataFrame, metric: str, factor: str, digits: int = 3) -
                     continue
                 r = r.iloc[0]
                 half = (r["ci_high"] - r["mean"]) if math.isfinite(r["ci_high"]) else float("nan")
-                cells.append(f"{r['mean']:.{digits}g}" + (f" ± {half:.2g}" if math.isfinite(half) else ""))
-            lines.append("| " + " | ".join([f"{level:g}" if isinstance(level, float) else str(level), *cells]) + " |")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+                cells.append(_num(r["mean"], digits) + (f" ± {_num(half, 2)}" if math.isfinite(half) else ""))
+            rows.append([f"{level:g}" if isinstance(level, float) else str(level), *cells])
+        tables.append(Table([factor, *arms], rows,
+                            title=f"{bench}, {metric} by {factor} (mean ± 95% half width over repeats):"))
+    return tables
 
 
 def pareto_front(points: List[tuple]) -> List[tuple]:

@@ -7,12 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import requests
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
@@ -141,6 +139,7 @@ def claims_needing_more_than(arms, benchmarks) -> list:
 def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
     """A real MLflow tracking server / UI on a free loopback port; yields its URL."""
     from specrepro.serve import free_port
+    from specrepro.tracking import ui_answers
 
     port = free_port("127.0.0.1")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), command, "--host", "127.0.0.1", "--port", str(port),
@@ -148,16 +147,8 @@ def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"mlflow {command} did not start on {url}")
-            time.sleep(0.5)
+        if not ui_answers(url, proc, 120):
+            raise AssertionError(f"mlflow {command} did not start on {url}")
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

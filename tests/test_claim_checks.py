@@ -278,11 +278,17 @@ def test_plan_prints_what_each_seed_claim_can_resolve():
 
 
 def test_the_output_section_renders_every_floor_state():
+    from specrepro.analysis.document import Section, md_section, to_html
     from specrepro.analysis.report import output_agreement_section
 
     base = {"benchmark": "gsm8k", "arm": "a", "against": "b", "identical": 3, "pairs": 3, "match_rate": 1.0,
             "differing": [], "aa_pairs": 0, "aa_differing": 0, "p_beyond_floor": None}
     rows = [dict(base, flagged=False), dict(base, flagged=None, identical=2, match_rate=2 / 3),
             dict(base, flagged=True, aa_pairs=40, aa_differing=1, p_beyond_floor=0.001)]
-    text = output_agreement_section({"output_agreement": rows})
+    section = output_agreement_section({"output_agreement": rows})
+    text = md_section(section)
     assert "| no |" in text and "| cannot tell |" in text and "| **yes** (p 0.001) |" in text
+    # the same cells in the HTML report, coloured by class
+    html = to_html("t", Section("Verdicts"), [section], intro=[], lede="", footer=[])
+    assert '<td class="bad"><strong>yes</strong><span class="note"> (p 0.001)</span></td>' in html
+    assert '<td class="good">no</td>' in html and "<td>cannot tell</td>" in html

@@ -129,12 +129,15 @@ def test_report_and_verdicts(campaign):
     assert attribution["main_rs_on"]["accept_length_part"] < -0.1  # the stand-in's RS loss is all accept length
     assert "nocg_fixed_without_patch" not in verdicts  # those arms were not run here: skipped, and said so
     assert "Not judged in this campaign (experiment.skip_claims): " in report and "nocg_fixed_without_patch" in report
-    assert "## gpu_check: arm pr_rs_on (patched" in report and "## gpu_check: arm main_rs_on (control" in report
+    assert "## gpu_check: arm pr_rs_on\n" in report and "## gpu_check: arm main_rs_on\n" in report
+    assert "(patched: every executed check must pass)" in report and "(control (unpatched):" in report
     assert "The graph half was not executed here: it needs a GPU." in report
     assert "### Provenance" in report and "| serve_bench/pr_rs_on |" in report
     html = (campaign["results"] / "report" / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 4
-    assert "alt='acceptance histogram'" in html
+    assert "alt='gsm8k.acceptance'" in html and "<table>" in html and 'class="verdict v-reproduced"' in html
+    comment = (campaign["results"] / "report" / "pr_comment.md").read_text()
+    assert comment.startswith("### specrepro: eagle_topk_greedy") and "| **REPRODUCED** |" in comment
 
 
 def test_mlflow_holds_the_campaign_and_a_rerun_adds_nothing(campaign):
@@ -184,6 +187,11 @@ def test_snakemake_report_carries_the_campaign_report(campaign, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     names = zipfile.ZipFile(out).namelist()
     assert any(n.endswith("report.html") and "/data/raw/" in n for n in names), names
+    # every plot of the HTML report, with the caption the report gives it
+    plots = sorted(p.name for p in (campaign["results"] / "report" / "plots").glob("*.png"))
+    assert plots and all(any(n.endswith("/" + p) and "/data/raw/" in n for n in names) for p in plots), names
+    page = zipfile.ZipFile(out).read(next(n for n in names if n.endswith("/report.html") and "/data/" not in n))
+    assert b"the share of verify steps that accepted 0, 1, 2" in page
 
 
 def dry_run_jobs(campaign, *overrides) -> dict:

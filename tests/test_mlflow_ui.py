@@ -2,8 +2,9 @@
 
 Uses the stand-in campaign of test_e2e_standin (its SQLite store), starts
 `mlflow ui` on it, and checks in Debian's Chromium, in a new browser profile
-(a user who never opened MLflow), what the campaign's dashboard link shows
-without a click, and that the plain runs page lists the campaign's runs.
+(a user who never opened MLflow), what the dashboard link printed at the end of
+`specrepro run` shows without a click, that the plain runs page lists the
+campaign's runs, and that `specrepro open` serves the dashboard until Ctrl-C.
 .ci/run installs chromium.
 """
 
@@ -66,16 +67,31 @@ def js_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def test_dashboard_link_shows_one_row_per_arm_with_headline_metrics(mlflow_ui, campaign, tmp_path):  # noqa: F811
+def printed_dashboard_link(stdout: str) -> str:
+    """The dashboard link the end of `specrepro run` printed (after the report's path)."""
+    tail = stdout[stdout.rindex("\nReport: "):]
+    return re.search(r"^MLflow dashboard, one row per arm: (\S+)$", tail, re.M).group(1)
+
+
+def test_the_dashboard_link_printed_at_the_end_shows_one_row_per_arm(mlflow_ui, campaign, tmp_path):  # noqa: F811
+    """The link `specrepro run` printed last, opened in Chromium as a user who never opened MLflow: the runs page
+    grouped by arm, one folded row per arm with its headline numbers, without a click."""
     from mlflow.tracking import MlflowClient
 
+    from chromium import LOOPBACK_ONLY, Page
+
+    link = printed_dashboard_link(campaign["stdout"])
     logged = json.loads((campaign["results"] / "tracking" / "campaign.json").read_text())
-    # The link the track stage printed, for `mlflow ui` on its default address: here on the test's port.
-    link = logged["dashboard"]
+    assert link == logged["dashboard"]
+    # for `mlflow ui` on its default address, as the lines under it say: here the test's port
     assert link.startswith("http://127.0.0.1:5000/#/experiments/") and "workflowType=machine_learning" in link
-    dom = dump_dom(link.replace("http://127.0.0.1:5000", mlflow_ui), tmp_path, window="1900,700")
-    shutil.copy(tmp_path / "page.png", campaign["results"] / "dashboard.png")  # kept with the campaign, for a look
-    text = re.sub(r"<[^>]+>", " ", dom)
+    assert f"specrepro open {campaign['results']}" in campaign["stdout"]
+    with Page(tmp_path / "profile", 1900, 700, resolver_rules=LOOPBACK_ONLY) as page:
+        page.open(link.replace("http://127.0.0.1:5000", mlflow_ui))
+        assert page.wait_until("document.body.innerText.includes('Group: pr_rs_on')"
+                               " && document.body.innerText.includes('(average)')", 120)
+        page.screenshot(campaign["results"] / "dashboard.png")  # kept with the campaign, for a look
+        text = page.eval("document.body.innerText")
     # The model-training runs page (not the GenAI overview), one folded row per arm.
     assert "Group by: arm" in text and "Traces" in text
     client = MlflowClient(mlflow_ui)
@@ -90,3 +106,37 @@ def test_dashboard_link_shows_one_row_per_arm_with_headline_metrics(mlflow_ui, c
             assert js_number(run.data.metrics[metric]) in text, f"{arm}: {metric} not shown"
     assert text.count("(average)") >= 3 * 4  # the folded rows show values, not placeholders
     assert "matching runs" in text
+
+
+def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):  # noqa: F811
+    """`specrepro open RESULTS_DIR`: mlflow ui on the campaign's store on a free loopback port, the dashboard link
+    for that port printed; Ctrl-C (SIGINT) stops the UI and nothing is left listening."""
+    import signal
+    import socket
+    import sys
+    import time
+
+    from chromium import LOOPBACK_ONLY, Page
+
+    proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "open", str(campaign["results"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()
+        link = re.match(r"MLflow dashboard, one row per arm: (http://127\.0\.0\.1:(\d+)/#/experiments/\S+)$",
+                        first.strip())
+        assert link, first
+        port = int(link.group(2))
+        with Page(tmp_path / "profile", 1600, 700, resolver_rules=LOOPBACK_ONLY) as page:
+            page.open(link.group(1))
+            assert page.wait_until("document.body.innerText.includes('Group: main_rs_on')", 120)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "mlflow ui stopped" in out
+    time.sleep(1)
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, f"something still listens on {port}"

@@ -48,11 +48,17 @@ def words_of_change(series: str) -> set:
 def package_text():
     for root in PACKAGE:
         files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()
-                                                and p.suffix in (".py", ".smk", ".yaml", "")
+                                                and p.suffix in (".py", ".smk", ".yaml", "", ".j2", ".rst")
                                                 and not any(part == "__pycache__" or part.endswith(".egg-info")
                                                             for part in p.parts)]
         for path in files:
             yield path, path.read_text(errors="replace")
+
+
+def test_the_report_templates_are_read():
+    """The report's words live in templates too (analysis/templates/, workflow/report/): they are searched."""
+    searched = {path.relative_to(ROOT).as_posix() for path, _ in package_text()}
+    assert {"analysis/templates/report.html.j2", "workflow/report/report_html.rst"} <= searched
 
 
 def test_there_are_two_changes_and_their_words_are_found():

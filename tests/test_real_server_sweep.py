@@ -69,7 +69,7 @@ def test_the_report_gives_per_level_verdicts_and_plots(sweep):
     client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
     parent = json.loads((results / "tracking" / "campaign.json").read_text())["parent_run"]
     logged = {Path(a.path).stem for a in client.list_artifacts(parent, "report/plots")}
-    assert logged == set(names)
+    assert set(names) <= logged  # with the other plots of the report (theory, acceptance per level)
 
 
 def test_a_removed_cell_is_measured_again_alone(sweep):

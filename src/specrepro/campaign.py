@@ -403,7 +403,9 @@ class Campaign:
                 "reference_repeats": self.experiment.get("reference_repeats"),
                 "baseline_arm": self.experiment["baseline_arm"],
                 "skip_claims": self.experiment.get("skip_claims") or [],
-                "analysis": self.cfg.get("analysis")}
+                "analysis": self.cfg.get("analysis"),
+                # the PR comment links the report there
+                "results_url": (self.cfg.get("tracking") or {}).get("results_url")}
 
     def warnings(self) -> List[str]:
         """Known hazards of this campaign's setup, as data; `plan` prints them."""

@@ -157,10 +157,12 @@ def print_report_summary(results: Path, cpu_only: bool) -> None:
     report = results / "report" / "report.md"
     if not report.is_file():
         return
+    from specrepro.tracking import closing_lines
+
     head = report.read_text().split("\n### Noise floors", 1)[0]
     print(head.rstrip())
-    print(f"\nFull report: {report} (and {report.with_suffix('.html')}, with plots); MLflow: "
-          f"mlflow ui --backend-store-uri sqlite:///{results / 'mlflow.db'}")
+    print()
+    print("\n".join(closing_lines(results)))
 
 
 def cmd_preflight(args) -> int:
@@ -298,6 +300,29 @@ def cmd_log(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    """A finished campaign's report rendered again from its own files (no server runs): report.md, report.html,
+    pr_comment.md and the plots, into --out (default: the campaign's report/ folder)."""
+    from specrepro.analysis.report import render_results
+
+    results = Path(args.results_dir)
+    if not (results / "resolved_config.yaml").is_file() or not (results / "tables" / "runs.csv").is_file():
+        print(f"specrepro report: {results} holds no finished campaign (resolved_config.yaml and tables/runs.csv)",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else results / "report"
+    render_results(results, out, recorded=args.recorded)
+    print(f"report: {out / 'report.html'} (markdown {out / 'report.md'}, PR comment {out / 'pr_comment.md'})")
+    return 0
+
+
+def cmd_open(args) -> int:
+    """The campaign's MLflow dashboard: `mlflow ui` on its store on a free loopback port until Ctrl-C."""
+    from specrepro.tracking import open_dashboard
+
+    return open_dashboard(Path(args.results_dir), port=args.port)
+
+
 def cmd_toy_model(args) -> int:
     """Build the toy target + EAGLE draft pair (the toy_lookup model's recipe, overridable)."""
     import tempfile
@@ -415,6 +440,18 @@ def add_tool_subcommands(sub) -> None:
                    help="an analysis setting, e.g. --set multiplicity=none --set launch_noise_prior.output_throughput=0.03")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="render a finished campaign's report again from its files (no servers)")
+    p.add_argument("results_dir")
+    p.add_argument("--out", default=None, help="folder to write into (default: RESULTS_DIR/report)")
+    p.add_argument("--recorded", action="store_true",
+                   help="render the recorded analysis (report/analysis.json) instead of analysing the tables again")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("open", help="start mlflow ui on a campaign's store and print its dashboard link (Ctrl-C stops)")
+    p.add_argument("results_dir")
+    p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    p.set_defaults(func=cmd_open)
 
     p = sub.add_parser("log", help="log a results folder to MLflow later (idempotent)")
     p.add_argument("results_dir")

@@ -432,6 +432,9 @@ class TrackingConfig:
     # None: an SQLite store under the results folder (or MLFLOW_TRACKING_URI).
     uri: Optional[str] = None
     experiment_name: str = MISSING
+    # Where readers reach this campaign's results folder (CI artifacts, a web server), if it is published: the PR
+    # comment (report/pr_comment.md) links the report there; None: it gives the path on this host.
+    results_url: Optional[str] = None
 
 
 @dataclass

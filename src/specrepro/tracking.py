@@ -316,8 +316,9 @@ class CampaignTracker:
                 created[label] = run_id
             # The arm's headline numbers (each benchmark's headline.metrics, means over its repeats) on the arm's own
             # run: they are the dashboard's columns, comparable in the runs table without a click.
+            # keys are `<benchmark>.<metric>`; a sweep cell's benchmark has dots of its own (gsm8k.concurrency-1)
             arm_metrics = {k: sum(v) / len(v) for k, v in headline.items()
-                           if k.split(".", 1)[1] in headline_metrics(campaign.benchmark(k.split(".", 1)[0]))}
+                           if k.rsplit(".", 1)[1] in headline_metrics(campaign.benchmark(k.rsplit(".", 1)[0]))}
             arm_metrics.update(counts.get(arm, {}))
             self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
             columns += [k for k in arm_metrics if k not in columns]
@@ -325,7 +326,7 @@ class CampaignTracker:
         if columns:
             created["dashboard"] = self.dashboard_view(campaign.arms, columns)
         report_dir = results_dir / "report"
-        for name in ("report.md", "report.html", "analysis.json"):
+        for name in ("report.md", "report.html", "pr_comment.md", "analysis.json"):
             if (report_dir / name).is_file():
                 self.artifact(self.parent, report_dir / name, "report")
         for plot in sorted((report_dir / "plots").glob("*.png")):
@@ -372,3 +373,127 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
     if record is not None:
         write_json(record, logged)
     return logged
+
+
+def recorded_dashboard(results_dir: Path) -> Optional[str]:
+    """The dashboard link the tracking stage recorded for this results folder (tracking/campaign.json), if any."""
+    record = Path(results_dir) / "tracking" / "campaign.json"
+    if not record.is_file():
+        return None
+    return json.loads(record.read_text()).get("dashboard")
+
+
+def on_ui(link: str, base: str) -> str:
+    """A dashboard link recorded for `mlflow ui` on its default address, for a UI at `base` instead."""
+    return base.rstrip("/") + link[len(DEFAULT_UI):] if link.startswith(DEFAULT_UI) else link
+
+
+def closing_lines(results_dir: Path) -> list:
+    """What the end of a campaign prints: where the report is, the dashboard link and how to open MLflow for it."""
+    results = Path(results_dir)
+    report = results / "report"
+    lines = [f"Report: {report / 'report.html'} (open it in a browser: the verdicts first, plots beside their tables)",
+             f"        {report / 'report.md'}; {report / 'pr_comment.md'} is the summary to paste into the PR"]
+    link = recorded_dashboard(results)
+    store = results / "mlflow.db"
+    if link and not link.startswith(DEFAULT_UI):
+        lines.append(f"MLflow dashboard, one row per arm: {link}")
+    elif link:
+        lines += [f"MLflow dashboard, one row per arm: {link}",
+                  f"  open it: specrepro open {results}   (starts mlflow ui on this campaign's store on a free "
+                  "loopback port and prints the link for it; Ctrl-C stops it)",
+                  f"  or: mlflow ui --backend-store-uri sqlite:///{store.resolve()}   then the link above"]
+    elif store.is_file():
+        lines.append(f"MLflow: specrepro open {results}   (the runs of this campaign; no dashboard was recorded)")
+    return lines
+
+
+def _experiment_link(store_uri: str, cfg: Dict[str, Any], base: str) -> Optional[str]:
+    client = _client(store_uri)
+    exp = client.get_experiment_by_name(cfg["tracking"]["experiment_name"])
+    return f"{base}/#/experiments/{exp.experiment_id}/runs?{ML_MODE}" if exp is not None else None
+
+
+def ui_answers(url: str, proc: Optional[subprocess.Popen] = None, timeout_s: float = 120) -> bool:
+    """Whether an MLflow server or UI at `url` answers its /health within `timeout_s` (False at once if `proc`,
+    the process serving it, has exited)."""
+    import time
+
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while proc is None or proc.poll() is None:
+        try:
+            if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                return True
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return False
+
+
+def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, ready_timeout_s: float = 180) -> int:
+    """`specrepro open`: `mlflow ui` on the campaign's own store, on a free loopback port, until Ctrl-C (or SIGTERM);
+    prints the dashboard link for it.  A campaign logged to a tracking server needs no UI here: its link is printed."""
+    import signal
+
+    from specrepro.config import load_resolved
+    from specrepro.serve import free_port
+
+    out = out or sys.stdout
+    results = Path(results_dir)
+    cfg_path = results / "resolved_config.yaml"
+    if not cfg_path.is_file():
+        print(f"specrepro open: {cfg_path} not found: is {results} a campaign's results folder?", file=sys.stderr)
+        return 2
+    cfg = load_resolved(cfg_path)
+    link = recorded_dashboard(results)
+    remote = cfg["tracking"].get("uri")
+    if remote and remote.startswith(("http://", "https://")):
+        print(f"MLflow dashboard, one row per arm: {link or remote} (on the campaign's tracking server)", file=out)
+        return 0
+    store = results / "mlflow.db"
+    if not store.is_file():
+        print(f"specrepro open: {store} not found: nothing was logged for {results} (`specrepro log {results}` logs it)",
+              file=sys.stderr)
+        return 2
+    port = port or free_port("127.0.0.1")
+    base = f"http://127.0.0.1:{port}"
+    store_uri = f"sqlite:///{store.resolve()}"
+    import tempfile
+
+    # its own log, not a pipe: a UI left open for hours would fill a pipe nobody reads and hang
+    ui_log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "ui", "--host", "127.0.0.1", "--port",
+                             str(port), "--backend-store-uri", store_uri, "--workers", "1"],
+                            stdout=ui_log, stderr=subprocess.STDOUT, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        if not ui_answers(base, proc, ready_timeout_s):
+            ui_log.seek(0)
+            print(f"specrepro open: mlflow ui did not answer on {base} within {ready_timeout_s:.0f} s (exit "
+                  f"{proc.poll()}): {ui_log.read().decode(errors='replace')[-2000:]}", file=sys.stderr)
+            return 2
+        shown = on_ui(link, base) if link else _experiment_link(store_uri, cfg, base)
+        print(f"MLflow dashboard, one row per arm: {shown or base}", file=out)
+        print(f"(mlflow ui on {store_uri}; Ctrl-C stops it)", file=out, flush=True)
+        proc.wait()
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        # a second Ctrl-C while the UI shuts down must not leave it running
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        ui_log.close()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        print("mlflow ui stopped", file=out, flush=True)

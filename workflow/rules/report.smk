@@ -21,8 +21,21 @@ rule report:
         arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),
     output:
         markdown=f"{R}/report/report.md",
-        html=report(f"{R}/report/report.html", category="Report"),
+        html=report(
+            f"{R}/report/report.html",
+            caption="../report/report_html.rst",
+            category="Report",
+        ),
         analysis=f"{R}/report/analysis.json",
+        pr_comment=f"{R}/report/pr_comment.md",
+        # every plot of the HTML report as a file, each with the caption the report gives it (written by this job)
+        plots=report(
+            directory(f"{R}/report/plots"),
+            patterns=["{name}.png"],
+            caption=f"{R}/report/plots.rst",
+            category="Plots",
+        ),
+        captions=f"{R}/report/plots.rst",
     log:
         f"{R}/logs/report/report.log",
     conda:

@@ -19,6 +19,8 @@ rule track_campaign:
         gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
         runs=f"{R}/tables/runs.csv",
         report=f"{R}/report/report.md",
+        # logged with the report: the HTML page and the PR comment
+        pages=[f"{R}/report/report.html", f"{R}/report/pr_comment.md"],
     output:
         f"{R}/tracking/campaign.json",
     log:

@@ -16,4 +16,7 @@ with stage_log(snakemake) as log:
         log=log,
         arm_records=[Path(p) for p in snakemake.input.arms],
         acceptance_csv=Path(snakemake.input.acceptance),
+        pr_comment_md=Path(snakemake.output.pr_comment),
+        plots_dir=Path(snakemake.output.plots),
+        captions=Path(snakemake.output.captions),
     )

@@ -65,19 +65,32 @@ def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], spec: Dict[
                          extra_env={"SPECREPRO_TREE": tree})
 
 
-def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
-    lines = [f"## gpu_check: arm {arm}", "", f"Overall: **{'PASS' if verdict['passed'] else 'FAIL'}**", ""]
+def verdict_section(arm: str, verdict: Dict[str, Any]):
+    """The arm's GPU checks as a report section (specrepro.analysis.document), one subsection per check."""
+    from specrepro.analysis.document import Section, Table, Text, yes_no
+
+    overall = "PASS" if verdict["passed"] else "FAIL"
+    subsections = []
     for r in verdict["results"]:
         role = ("patched: every executed check must pass" if r["role"] == "patched"
                 else "control (unpatched): it must show what the change fixes")
-        lines += [f"### series `{r['series']}`, check `{r['name']}` ({role})", "",
-                  f"**{'PASS' if r['passed'] else 'FAIL'}**: {r.get('summary') or '-'}", "",
-                  "| check | result | executed | detail |", "| --- | --- | --- | --- |"]
-        for c in r["checks"]:
-            lines.append(f"| {c['check']} | {'pass' if c['passed'] else 'FAIL'} | "
-                         f"{'yes' if c['executed'] else 'no'} | {c['detail']} |")
-        lines += [""] + list(r.get("notes") or [])
-    return "\n".join(lines).rstrip() + "\n"
+        blocks = [Text([f"**{'PASS' if r['passed'] else 'FAIL'}**: {r.get('summary') or '-'}"]),
+                  Table(["check", "result", "executed", "detail"],
+                        [[c["check"], yes_no(c["passed"], "pass", "FAIL", bad_is_strong=False),
+                          "yes" if c["executed"] else "no", c["detail"]] for c in r["checks"]])]
+        if r.get("notes"):
+            blocks.append(Text(list(r["notes"])))
+        subsections.append(Section(f"series `{r['series']}`, check `{r['name']}` ({role})", blocks))
+    checks = [c for r in verdict["results"] for c in r["checks"]]
+    return Section(f"gpu_check: arm {arm}", [Text([f"Overall: **{overall}**"])], level=2, subsections=subsections,
+                   note=f"**{overall}**: {sum(c['passed'] for c in checks)} of {len(checks)} checks pass, "
+                        f"{sum(bool(c['executed']) for c in checks)} executed")
+
+
+def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
+    from specrepro.analysis.document import to_markdown
+
+    return to_markdown([verdict_section(arm, verdict)])
 
 
 def gpu_check_stage(cfg: Dict[str, Any], arm: str, image_record: Path, verdict_json: Path, verdict_md: Path,

@@ -174,23 +174,21 @@ def verdict_rows(verdict: Dict[str, Any]) -> List[Dict[str, Any]]:
     return rows
 
 
-def render_markdown(verdict: Dict[str, Any]) -> str:
-    lines = [
-        f"## patch_check: series `{verdict['series']}` ({verdict['title']}) on sglang {verdict['sglang_version']}, "
-        "on a CPU",
-        "",
-        f"Overall: **{'PASS' if verdict['passed'] else 'FAIL'}**"
-        + "".join(f"; {r['name']}: {r.get('summary') or ('pass' if r['passed'] else 'FAIL')}"
-                  for r in verdict["results"]),
-        "",
-    ]
+def verdict_section(verdict: Dict[str, Any]):
+    """The verdict as a report section (specrepro.analysis.document): the checks' table and what they ran on."""
+    from specrepro.analysis.document import Section, Table, Text, yes_no
+
+    overall = ("PASS" if verdict["passed"] else "FAIL")
+    blocks: List[Any] = [Text([f"Overall: **{overall}**"
+                               + "".join(f"; {r['name']}: {r.get('summary') or ('pass' if r['passed'] else 'FAIL')}"
+                                         for r in verdict["results"])])]
     if not verdict["behavioural_checks"]:
-        lines += ["This series declares no behavioural checks of its own (patches/<series>/series.yaml `checks`): "
-                  "only the generic ones below ran.", ""]
-    lines += ["| check | of | tree | result | executed | detail |", "| --- | --- | --- | --- | --- | --- |"]
-    for c in verdict_rows(verdict):
-        lines.append(f"| {c['check']} | {c['group']} | {c.get('tree', '-')} | {'pass' if c['passed'] else 'FAIL'} | "
-                     f"{'yes (CPU)' if c['executed'] else 'no'} | {c['detail']} |")
+        blocks.append(Text(["This series declares no behavioural checks of its own (patches/<series>/series.yaml "
+                            "`checks`): only the generic ones below ran."]))
+    blocks.append(Table(["check", "of", "tree", "result", "executed", "detail"],
+                        [[c["check"], c["group"], c.get("tree", "-"),
+                          yes_no(c["passed"], "pass", "FAIL", bad_is_strong=False),
+                          "yes (CPU)" if c["executed"] else "no", c["detail"]] for c in verdict_rows(verdict)]))
     notes = [n for r in verdict["results"] for n in r.get("notes") or []]
     if verdict["gpu_checks"]:
         notes.append(f"GPU checks declared by this series (run by gpu_check on each arm's image): "
@@ -198,8 +196,17 @@ def render_markdown(verdict: Dict[str, Any]) -> str:
     env = verdict["env"]
     notes.append(f"Check env: {env['path']} ({'reused' if env['reused'] else 'built'} in {env['seconds']:.1f} s); "
                  f"checks {verdict['probe_seconds']} s.")
-    lines += ["", *notes]
-    return "\n".join(lines) + "\n"
+    rows = verdict_rows(verdict)
+    return Section(f"patch_check: series `{verdict['series']}` ({verdict['title']}) on sglang "
+                   f"{verdict['sglang_version']}, on a CPU", [*blocks, Text(notes)], level=2,
+                   note=f"**{overall}**: {sum(c['passed'] for c in rows)} of {len(rows)} checks pass, "
+                        f"{sum(bool(c['executed']) for c in rows)} executed")
+
+
+def render_markdown(verdict: Dict[str, Any]) -> str:
+    from specrepro.analysis.document import to_markdown
+
+    return to_markdown([verdict_section(verdict)])
 
 
 def patch_check_stage(*, series: str, sglang: Dict[str, Any], source_manifest: Path, source_tree: Path,

@@ -1,0 +1,217 @@
+"""The report as data: one set of sections, rendered to markdown and to HTML; the claims summary; the PR comment.
+
+Known inputs (the recorded seed campaign's analysis, hand-made sections), known outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "report" / "eagle_topk_cpu"
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    return json.loads((DATA / "report" / "analysis.json").read_text())
+
+
+def test_cells_render_alike_in_markdown_and_html():
+    from specrepro.analysis.document import Cell, Section, Table, md_section, to_html, verdict_cell
+
+    table = Table(["claim", "verdict", "output"],
+                  [["a | b", verdict_cell("NOT REPRODUCED", " (as predicted for the pin)"),
+                    Cell("x`y|z", code=True)],
+                   ["**bold** and `code` <script>", verdict_cell("REPRODUCED"), Cell("`", code=True)]])
+    md = md_section(Section("T", [table]))
+    assert "| a \\| b | **NOT REPRODUCED** (as predicted for the pin) | ``x`y\\|z`` |" in md
+    assert "| **bold** and `code` <script> | **REPRODUCED** | `` ` `` |" in md
+    html = to_html("t", Section("Verdicts"), [Section("T", [table])], intro=[], lede="", footer=[])
+    assert ('<td class="verdict v-not-reproduced"><strong>NOT REPRODUCED</strong>'
+            '<span class="note"> (as predicted for the pin)</span></td>') in html
+    assert '<td class="verdict v-reproduced"><strong>REPRODUCED</strong></td>' in html
+    # inline marks become elements, everything else is escaped; verbatim cells are code, never marks
+    assert "<td><strong>bold</strong> and <code>code</code> &lt;script&gt;</td>" in html
+    assert "<td><code>x`y|z</code></td>" in html
+    assert "<script>" not in html
+
+
+def test_an_unknown_verdict_reads_as_mixed():
+    from specrepro.analysis.document import verdict_class
+
+    assert verdict_class("VARIES BY LEVEL") == "verdict v-mixed"
+    assert verdict_class("INCONCLUSIVE") == "verdict v-inconclusive"
+
+
+def test_folded_and_html_only_parts():
+    from specrepro.analysis.document import Code, Details, Figure, Section, Table, Text, to_html, to_markdown
+
+    figure = Figure("bench.headline", "iVBORw0KGgo=", "its caption")
+    sections = [Section("Open", [Table(["a"], [["1"]], figures=[figure])]),
+                Section("Folded", [Text(["inside"]), Details("more", [Code("cmd --flag")], only="html")],
+                        collapsed=True, note="3 rows"),
+                Section("Web only", [Text(["x"])], only="html")]
+    md = to_markdown(sections)
+    assert "### Folded\n\ninside\n" in md and "Web only" not in md and "cmd --flag" not in md
+    assert "data:image" not in md and "its caption" not in md
+    html = to_html("t", Section("Verdicts"), sections, intro=[], lede="", footer=[])
+    assert re.search(r'<section id="folded" class="depth-2 collapsed">\s*<details><summary><h2>Folded</h2> '
+                     r'<span class="fold-note">3 rows</span></summary>', html)
+    assert "<details class=\"inner\"><summary>more</summary>" in html and "<pre><code>cmd --flag</code></pre>" in html
+    # the plot beside its table, with its caption
+    assert re.search(r'<div class="pair">.*<table>.*</table></div>\s*<div class="figures"><figure>'
+                     r"<img alt='bench.headline' src='data:image/png;base64,iVBORw0KGgo='>"
+                     r"<figcaption>its caption</figcaption>", html, re.S)
+    assert '<a href="#folded">Folded</a> <span class="folded">(folded)</span>' in html
+
+
+def test_the_claims_summary_gives_effect_interval_and_noise(analysis):
+    from specrepro.analysis.report import claim_summary_rows
+
+    rows = {r[1]: r for r in claim_summary_rows(analysis)}
+    assert len(rows) == len(analysis["claims"])
+    cost = rows["Turning rejection sampling on costs accept length (seed -18%)."]
+    assert cost[0].text == "REPRODUCED" and cost[0].cls == "verdict v-reproduced"
+    assert cost[2] == "main_rs_on vs main_rs_off: -22.8% (95% CI -24.9% .. -20.7%)"
+    assert cost[3] == "each arm (main_rs_on, main_rs_off): 3 repeats on one server + prior 0.5% between launches"
+    restores = rows["The patch restores accept length to the rejection-sampling-off level (closes at least 90% of "
+                    "the gap)."]
+    assert restores[2] == ("pr_rs_on closes 97% of the gap to main_rs_off (95% CI 90% .. 104%; the claim needs more "
+                           "than 90%)")
+    greedy = rows["The patch commits the target argmax (greedy outputs differ from the baseline's no more than the "
+                  "baseline's own)."]
+    assert greedy[2] == "48 of 48 greedy outputs identical to main_rs_off's"
+    assert greedy[3] == "the baseline against itself (A/A): 0 of 32 differ"
+    pinned = rows["With CUDA graphs disabled the patch changes nothing."]
+    assert pinned[0].text == "NOT REPRODUCED" and pinned[0].note == " (as predicted for the pin)"
+    unjudged = rows["No arm produces invalid output."]
+    assert unjudged[0].text == "NOT JUDGED" and "shown, not judged here" in unjudged[2] and unjudged[3] == "-"
+
+
+def swept(verdicts):
+    """A claim judged at three levels of concurrency, with these verdicts."""
+    return [{"id": f"c@concurrency={lv}", "base_id": "c", "text": "It holds.", "levels": {"concurrency": lv},
+             "verdict": v, "detail": "", "arm": "a", "against": "b",
+             "delta": {"relative": r, "ci_low": r - 0.01, "ci_high": r + 0.01, "half_width": 0.01, "se": 0.005}}
+            for lv, v, r in zip((1, 2, 4), verdicts, (0.10, 0.12, 0.02))]
+
+
+def test_a_swept_claim_is_one_summary_line():
+    from specrepro.analysis.report import claim_summary_rows
+
+    (row,) = claim_summary_rows({"claims": swept(["REPRODUCED"] * 3)})
+    assert row[0].text == "REPRODUCED" and row[1] == "It holds."
+    assert row[2] == "holds at concurrency 1, 2 and 4 (+2.0% .. +12.0% over the levels)"
+    (row,) = claim_summary_rows({"claims": swept(["REPRODUCED", "REPRODUCED", "INCONCLUSIVE"])})
+    assert row[0].text == "VARIES BY LEVEL" and row[0].cls == "verdict v-mixed"
+    assert row[2].startswith("holds at concurrency 1 and 2; INCONCLUSIVE at 4")
+
+
+def test_markdown_and_html_show_the_same_tables(analysis, tmp_path):
+    """One set of sections: every markdown table of the report is a <table> in the HTML, with the same header."""
+    from specrepro.analysis.report import render_results
+
+    render_results(DATA, tmp_path, recorded=True)
+    md = (tmp_path / "report.md").read_text()
+    html = (tmp_path / "report.html").read_text()
+    lines = md.splitlines()
+    md_headers = [line for line, below in zip(lines, lines[1:]) if line.startswith("| ") and below.startswith("| ---")]
+    html_headers = re.findall(r"<thead><tr>(.*?)</tr></thead>", html)
+    assert len(md_headers) >= 12
+
+    def cells_md(line):
+        return [c.strip() for c in line.strip("|").split(" | ")]
+
+    def cells_html(row):
+        return [re.sub(r"<[^>]+>", "", c).replace("&#39;", "'") for c in re.findall(r"<th>(.*?)</th>", row)]
+
+    html_cells = [cells_html(h) for h in html_headers]
+    for line in md_headers:
+        header = [re.sub(r"`", "", c) for c in cells_md(line)]
+        assert header in html_cells, header
+    # the HTML has more: the summary, the per-question outputs and the commands, which markdown leaves out
+    assert len(html_headers) > len(md_headers)
+
+
+def test_the_pr_comment_is_short_and_pasteable(analysis):
+    from specrepro.analysis.report import pr_comment
+    from specrepro.config import check_resolved, config_hash
+    import yaml
+
+    raw = yaml.safe_load((DATA / "resolved_config.yaml").read_text())
+    raw.update(project_root=str(ROOT), results_dir=str(DATA))
+    cfg = check_resolved(raw)
+    records = [json.loads(p.read_text()) for p in sorted((DATA / "arms").glob("*/arm.json"))]
+    text = pr_comment(cfg, analysis, records)
+    lines = text.splitlines()
+    assert lines[0] == "### specrepro: eagle_topk_cpu"
+    assert len(lines) < 40
+    # what ran where, in the report's own words
+    assert any(line.startswith("**Where this ran:** platform `cpu` without an accelerator") for line in lines)
+    # the claims table: one row per claim, its verdict first
+    rows = [line for line in lines if line.startswith("| **")]
+    assert len(rows) == len(analysis["claims"])
+    assert "| **REPRODUCED** | Turning rejection sampling on costs accept length (seed -18%). | main_rs_on vs " \
+           "main_rs_off: -22.8% (95% CI -24.9% .. -20.7%) |" in lines
+    assert "**Claims** (3 REPRODUCED, 2 INCONCLUSIVE, 4 NOT JUDGED, 2 NOT REPRODUCED):" in lines
+    # how to run it again, and which configuration it was
+    assert "specrepro run experiment=eagle_topk_cpu" in lines
+    assert f"snakemake --configfile results/eagle_topk_cpu/resolved_config.yaml" in lines
+    assert f"Config hash `{config_hash(cfg)}`" in text
+    # links to the full report: the path here, or where the results folder is published
+    assert f"{DATA}/report/report.html" in text and f"specrepro open {DATA}" in text
+    cfg["tracking"]["results_url"] = "https://ci.example/artifacts/123/eagle_topk_cpu/"
+    linked = pr_comment(cfg, analysis, records)
+    assert "https://ci.example/artifacts/123/eagle_topk_cpu/report/report.html" in linked
+    assert str(DATA) not in linked.replace(f"specrepro open {DATA}", "")
+
+
+def test_snakemake_captions_come_from_the_report():
+    """report/plots.rst is the Jinja template Snakemake's report renders per plot (its `name` wildcard)."""
+    from jinja2 import Environment
+
+    from specrepro.analysis.document import Figure
+    from specrepro.analysis.report import caption_template
+
+    text = caption_template([Figure("gsm8k.headline", "", "gsm8k: each arm's mean of `x` (the table's numbers)."),
+                             Figure("theory", "", 'Quotes "and" {braces}.')])
+
+    class Wildcards:
+        def __init__(self, name):
+            self.name = name
+
+    class Snakemake:
+        def __init__(self, name):
+            self.wildcards = Wildcards(name)
+
+    env = Environment()
+    assert env.from_string(text).render(snakemake=Snakemake("gsm8k.headline")).strip() == \
+        "gsm8k: each arm's mean of x (the table's numbers)."
+    assert env.from_string(text).render(snakemake=Snakemake("theory")).strip() == 'Quotes "and" {braces}.'
+    assert env.from_string(text).render(snakemake=Snakemake("other")).strip() == "other"
+
+
+def test_the_per_question_listing_keeps_every_question_that_differs():
+    """Thousands of questions: the listing shows the ones that differ, then the first of the others."""
+    import pandas as pd
+
+    from specrepro.analysis.report import PER_QUESTION_ROWS, per_question_outputs
+
+    questions = PER_QUESTION_ROWS + 100
+    requests = pd.DataFrame([{"arm": arm, "benchmark": "gsm8k", "repeat": 1, "request": q, "output": f"answer {q}"}
+                             for arm in ("base", "new") for q in range(questions)])
+    agreement = {"benchmark": "gsm8k", "arm": "new", "against": "base",
+                 "differing": [{"request": questions - 1, "repeat": 1, "first_difference_at": 7}]}
+    (details,) = per_question_outputs({"output_agreement": [agreement]}, requests)
+    (table,) = details.blocks
+    assert details.summary == (f"gsm8k: every question's greedy output, arm by arm ({PER_QUESTION_ROWS} of "
+                               f"{questions} questions: every one that differs, then the first of the others)")
+    assert table.header == ["question", "base's output (first repeat)", "new"]
+    assert len(table.rows) == PER_QUESTION_ROWS
+    last = table.rows[-1]
+    assert last[0] == str(questions - 1) and last[2].text == "differs in 1 repeat(s)" and last[2].cls == "bad"
+    assert table.rows[0][2].text == "same" and table.rows[0][1].code
