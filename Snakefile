@@ -6,18 +6,16 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-from specrepro.workflow_support import (
-    arm_constraint,
-    arm_input_tree,
-    campaign_for_snakemake,
-    targets,
-)
+from specrepro.arm_plan import thawed
+from specrepro.plan_text import planned_server_command
+from specrepro.workflow_support import arm_constraint, campaign_for_snakemake, targets
 
+# composed (or read back) and checked once; every arm's plan built once
 CAMPAIGN = campaign_for_snakemake(config)
-R = str(CAMPAIGN.results_dir)
-VERDICTS = targets(
-    CAMPAIGN, "patch_check", f"{R}/patch_check/{{ref}}/{{series}}/verdict.json"
-)
+PLANS = CAMPAIGN.plans
+# every path of the campaign's results folder, and its Snakemake pattern (specrepro.layout)
+L = CAMPAIGN.layout
+VERDICTS = targets(CAMPAIGN, "patch_check", L.patch_check())
 
 
 wildcard_constraints:
@@ -63,14 +61,14 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        f"{R}/report/report.md",
-        f"{R}/report/report.html",
-        f"{R}/report/pr_comment.md",
-        f"{R}/tracking/campaign.json",
+        L.report("report.md"),
+        L.report("report.html"),
+        L.report("pr_comment.md"),
+        L.tracking("campaign"),
 
 
 rule cpu_stages:
     input:
         VERDICTS,
-        f"{R}/report/cpu_stages.md",
-        f"{R}/tracking/cpu_stages.json",
+        L.report("cpu_stages.md"),
+        L.tracking("cpu_stages"),

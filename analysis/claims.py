@@ -132,3 +132,51 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
         if "margin" in claim and not (isinstance(claim["margin"], (int, float)) and 0 <= claim["margin"] < 1):
             problems.append(f"{where}.margin: a fraction in [0, 1), got {claim['margin']!r}")
     return problems
+
+
+def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
+    """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside); every entry
+    point holds a composed config to it before anything runs."""
+    from specrepro.config import CONF_DIR
+    from specrepro.sweep import claims_per_level
+
+    exp = cfg["experiment"]
+    if not exp.get("claims"):
+        return []
+    path = Path(exp["claims"]) if Path(exp["claims"]).is_absolute() else CONF_DIR / exp["claims"]
+    if not path.is_file():
+        return []  # config.validate names the missing file
+    try:
+        claims = load_claims(path)
+    except ClaimsError as exc:
+        return [f"experiment.claims: {exc}"]
+    skip = set(exp.get("skip_claims") or [])
+    ids = {c.get("id") for c in claims if isinstance(c, dict)}
+    problems = [f"experiment.skip_claims: {sorted(skip - ids)} are not claims of {path}"] if skip - ids else []
+    kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
+    arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
+    judged = claims_per_level([c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)], cfg)
+    greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
+              and v["gsm8k"].get("temperature") == 0}
+    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy)
+    if found:
+        found[-1] += " (a claim this campaign cannot judge: list its id in experiment.skip_claims)"
+    return problems + found
+
+
+def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The composed config, its claims file held to it: a ConfigError naming the file, claim and key."""
+    from specrepro.config import ConfigError
+
+    problems = campaign_claim_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any]]:
+    """The claims judged: the file's, less experiment.skip_claims, each swept one once per level."""
+    from specrepro.sweep import claims_per_level
+
+    skip = set(cfg["experiment"].get("skip_claims") or [])
+    return claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skip], cfg)

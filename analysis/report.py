@@ -1,6 +1,6 @@
 """Markdown and HTML reports: what ran, on what, and what it shows.
 
-Every section is built once, as data (specrepro.analysis.document: sections of text, tables with coloured verdict
+Every section is built once, as data (specrepro.document: sections of text, tables with coloured verdict
 cells, figures), and rendered twice: report.md (GitHub-flavoured markdown) and report.html (one self-contained page,
 verdicts first, plots beside the tables they illustrate, the long parts folded).  report/pr_comment.md is the short
 form a reviewer pastes into the PR under test.
@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from specrepro.analysis.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
+from specrepro.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
                                          to_html, to_markdown, verdict_cell, yes_no)
 
 GPU_STATEMENT = (
@@ -812,7 +812,7 @@ def render_results(results: Path, out: Path, recorded: bool = False) -> None:
     verdicts = sorted(results.glob("patch_check/*/*/verdict.json")) + [
         results / "gpu_check" / a / "verdict.json" for a in campaign.arms
         if (results / "gpu_check" / a / "verdict.json").is_file()]
-    records = [campaign.arm_dir(a) / "arm.json" for a in campaign.arms if (campaign.arm_dir(a) / "arm.json").is_file()]
+    records = [Path(campaign.layout.arm_record(a)) for a in campaign.arms if Path(campaign.layout.arm_record(a)).is_file()]
     tables = results / "tables"
     out.mkdir(parents=True, exist_ok=True)
     if not recorded:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import pandas as pd
 
 from specrepro.analysis import stats
-from specrepro.analysis.document import Table
+from specrepro.document import Table
 
 
 def level_label(levels: Dict[str, Any]) -> str:

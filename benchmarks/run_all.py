@@ -61,12 +61,15 @@ def _instant_cfg(tmp: Path, questions: int, parallel: int):
 
 def bench_serve_overhead(tmp: Path) -> dict:
     """serve_arm wall time around one 1-question GSM8K repeat against an instant server."""
-    from specrepro.serve import serve_arm
+    from specrepro.config import dump_resolved
+    from specrepro.serve import serve_bench_job
 
     cfg, image = _instant_cfg(tmp / "overhead", questions=1, parallel=1)
+    Path(cfg["results_dir"]).mkdir(parents=True, exist_ok=True)
+    (Path(cfg["results_dir"]) / "resolved_config.yaml").write_text(dump_resolved(cfg))
     start = time.perf_counter()
     with open(Path(cfg["results_dir"]).parent / "serve.log", "w") as log:
-        serve_arm(cfg, "main_rs_on", image, Path(cfg["results_dir"]) / "arm.json", log)
+        serve_bench_job(cfg, "main_rs_on", image, [], Path(cfg["results_dir"]) / "arm.json", log)
     wall = time.perf_counter() - start
     return {"what": "pipeline overhead per arm (preflight, launch, ready, warm-up, client, settle, teardown), s",
             "measured": wall,
@@ -77,12 +80,12 @@ def bench_gsm8k_client(tmp: Path) -> dict:
     """The GSM8K client's request rate at parallel 8 against an instantly answering server."""
     from specrepro import gsm8k
     from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext
+    from specrepro.launch import LaunchContext, Launcher
     from specrepro.serve import Server, free_port
 
     cfg, image = _instant_cfg(tmp / "client", questions=200, parallel=8)
-    campaign = Campaign(cfg)
-    server = Server(campaign, "main_rs_on", json.loads(image.read_text()), tmp / "client" / "server.log",
+    plan = Campaign(cfg).plan("main_rs_on")
+    server = Server(plan, Launcher(plan), json.loads(image.read_text()), tmp / "client" / "server.log",
                     LaunchContext(port=free_port("127.0.0.1"), launch_id="bench"))
     server.start()
     try:

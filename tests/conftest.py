@@ -19,6 +19,17 @@ SHARED_GSM8K = ROOT.parent / "shared" / "data" / "gsm8k"
 os.environ["SPECREPRO_DATA_DIR"] = str(SHARED_GSM8K.parent)
 
 
+def plan_text(cfg) -> str:
+    """What `specrepro plan` prints before sglang's resolution: the commands, treatments, launches and cost, then the
+    claims' decidability."""
+    from specrepro.analysis.plan import describe_decidability
+    from specrepro.campaign import Campaign
+    from specrepro.plan_text import describe_plan
+
+    campaign = Campaign(cfg)
+    return describe_plan(campaign) + "\n\n" + "\n".join(describe_decidability(campaign))
+
+
 def series_module(series: str, module: str):
     """A module of a patch series' own checks (patches/<series>/checks/), imported as its judge imports it."""
     import importlib

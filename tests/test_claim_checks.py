@@ -17,7 +17,7 @@ from specrepro import accept_length as al
 from specrepro import effective_config as ec
 from specrepro.analysis import checks
 from specrepro.analysis.analyze import analyze
-from specrepro.sglang_flags import load_table
+from specrepro.sglang_flags import load_table, requested_fields
 
 SERVE = {"decode_log_interval": None, "enable_metrics": True}
 
@@ -33,7 +33,7 @@ def line(accept, rate, graph=True, running=1, ranks=" TP0"):
 
 def test_requested_fields_use_server_args_field_names():
     table = load_table("0.5.20")
-    req = ec.requested_fields({"tensor-parallel-size": 4, "speculative-use-rejection-sampling": True, "kv_cache_dtype": "fp8_e4m3"},
+    req = requested_fields({"tensor-parallel-size": 4, "speculative-use-rejection-sampling": True, "kv_cache_dtype": "fp8_e4m3"},
                               table, SERVE)
     assert req == {"tp_size": 4, "speculative_use_rejection_sampling": True, "kv_cache_dtype": "fp8_e4m3",
                    "enable_metrics": True}
@@ -259,9 +259,9 @@ def test_launch_order_interleaves(tmp_path):
     arms = campaign.arms
     assert order[: len(arms)] == [(a, 1) for a in arms]
     assert order[len(arms): 2 * len(arms)] == [(a, 2) for a in reversed(arms)]
-    assert campaign.previous_launch(arms[-1], 2) == [str(campaign.arm_dir(arms[-1]) / "launches" / "1.json")]
+    assert campaign.previous_launch(arms[-1], 2) == [str(campaign.plan(arms[-1]).arm_dir / "launches" / "1.json")]
     assert campaign.previous_launch(arms[0], 1) == []
-    runs = campaign.bench_runs(arms[0])
+    runs = campaign.plan(arms[0]).runs
     assert {r.launch for r in runs} == {1, 2, 3} and runs[0].stem.startswith("launch1/")
 
 
@@ -278,7 +278,7 @@ def test_plan_prints_what_each_seed_claim_can_resolve():
 
 
 def test_the_output_section_renders_every_floor_state():
-    from specrepro.analysis.document import Section, md_section, to_html
+    from specrepro.document import Section, md_section, to_html
     from specrepro.analysis.report import output_agreement_section
 
     base = {"benchmark": "gsm8k", "arm": "a", "against": "b", "identical": 3, "pairs": 3, "match_rate": 1.0,

@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 
+from conftest import plan_text
 from specrepro.campaign import Campaign
+from specrepro.plan_text import warnings as plan_warnings
 from specrepro.config import CONF_DIR, PROJECT_ROOT, ConfigError, compose
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("model", "platform", "sglang", "experiment", "bench")}
@@ -23,7 +25,7 @@ def test_every_option_composes(group, option):
     composed = {"model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
                 "sglang": "v" + cfg["sglang"]["version"].replace(".", "_"), "experiment": cfg["experiment"]["name"]}
     assert composed[group] == option
-    plan = Campaign(cfg).describe_plan()
+    plan = plan_text(cfg)
     assert plan.count("server: ") == len(cfg["experiment"]["arms"])
 
 
@@ -43,7 +45,7 @@ def test_seed_campaign_matches_the_seed_document():
 
     text = SEED.read_text()
     cfg = compose()
-    plan = Campaign(cfg).describe_plan()
+    plan = plan_text(cfg)
     command = re.search(r"python3 -m sglang.launch_server \\\n(.*?)\n\n", text, re.S).group(1).replace("\\\n", " ")
     seed_args = shlex.split(command)
     canonical = {"--tp": "--tp-size"}
@@ -94,7 +96,7 @@ def _server_line(plan: str, arm: str) -> str:
 
 
 def test_plan_server_commands_carry_the_seed_flags():
-    plan = Campaign(compose()).describe_plan()
+    plan = plan_text(compose())
     pr = _server_line(plan, "pr_rs_on")
     off = _server_line(plan, "main_rs_off")
     for flag in SEED_FLAGS:
@@ -118,7 +120,7 @@ def test_plan_cli_prints_commands_and_dag(tmp_path):
 
 def test_other_model_and_external_model_dir(tmp_path):
     cfg = compose(["model=llama31_8b_eagle3"])
-    assert "--speculative-algorithm EAGLE3" in _server_line(Campaign(cfg).describe_plan(), "pr_rs_on")
+    assert "--speculative-algorithm EAGLE3" in _server_line(plan_text(cfg), "pr_rs_on")
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "my_qwen.yaml").write_text(textwrap.dedent("""
@@ -131,7 +133,7 @@ def test_other_model_and_external_model_dir(tmp_path):
           speculative_num_steps: 3
     """))
     cfg = compose([f"hydra.searchpath=[file://{tmp_path}]", "model=my_qwen"])
-    line = _server_line(Campaign(cfg).describe_plan(), "main_rs_off")
+    line = _server_line(plan_text(cfg), "main_rs_off")
     assert "--model-path /models/qwen" in line and "--tp-size 2" in line
 
 
@@ -180,8 +182,11 @@ BAD = [
 
 @pytest.mark.parametrize("overrides,expected", BAD, ids=[b[1] for b in BAD])
 def test_bad_config_is_rejected_naming_the_key(overrides, expected):
+    """As every entry point composes: the config, then its claims file held to it (analysis.claims)."""
+    from specrepro.analysis.claims import check_campaign_claims
+
     with pytest.raises(ConfigError) as info:
-        compose(overrides)
+        check_campaign_claims(compose(overrides))
     assert expected in str(info.value)
 
 
@@ -221,14 +226,14 @@ def test_platform_refuses_a_model_that_does_not_run_there():
         compose(["platform=h200"])
     message = str(info.value)
     assert "conf/model/glm52_mxfp4.yaml" in message and "conf/platform/h200.yaml" in message
-    plan = Campaign(compose(["platform=h200", "model=glm52_fp8"])).describe_plan()
+    plan = plan_text(compose(["platform=h200", "model=glm52_fp8"]))
     assert "--tp-size 8" in _server_line(plan, "pr_rs_on") and "--gpus" in _server_line(plan, "pr_rs_on")
 
 
 def test_plan_warns_of_the_amd_eagle_all_reduce_hazard():
-    warnings = Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16"])).warnings()
+    warnings = plan_warnings(Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16"])))
     assert any("--disable-custom-all-reduce" in w and "gsm8k" in w for w in warnings)
-    assert not Campaign(compose()).warnings()  # the seed's concurrency 8 is below the hazard
+    assert not plan_warnings(Campaign(compose()))  # the seed's concurrency 8 is below the hazard
     safe = compose(["benchmarks.gsm8k.gsm8k.parallel=16", "+model.server_args.disable_custom_all_reduce=true"])
-    assert not Campaign(safe).warnings()
-    assert not Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16", "platform=h200", "model=glm52_fp8"])).warnings()
+    assert not plan_warnings(Campaign(safe))
+    assert not plan_warnings(Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16", "platform=h200", "model=glm52_fp8"])))

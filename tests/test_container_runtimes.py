@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from specrepro.campaign import Campaign
+from specrepro.plan_text import describe_plan
 from specrepro.config import ConfigError, compose
 from specrepro.launch import LaunchContext, Launcher, RuntimeUnreachable, check_runtime, planned_context
 
@@ -56,7 +57,7 @@ def test_a_secret_without_a_file_variable_is_refused_where_inspect_would_show_it
 
 
 def _server_argv(cfg, arm):
-    plan = Campaign(cfg).describe_plan()
+    plan = describe_plan(Campaign(cfg))
     line = next(line for line in plan.split(f"## arm {arm}:")[1].splitlines() if line.startswith("server: "))
     return shlex.split(line[len("server: "):])
 
@@ -73,7 +74,7 @@ def test_the_planned_server_gets_its_token_as_a_read_only_file_and_an_owner_labe
 def test_secret_files_are_private_per_launch_and_go_with_the_server(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     cfg = compose()
-    launcher = Launcher(Campaign(cfg), "pr_rs_on")
+    launcher = Launcher(Campaign(cfg).plan("pr_rs_on"))
     ctx = LaunchContext(port=1, launch_id="abc123", user="1000:1000")
     assert ctx.secrets_dir == str(tmp_path / f"specrepro-secrets-{os.getuid()}" / "abc123")
     launcher.write_secrets(ctx, {"HF_TOKEN": "hf_value"})
@@ -94,7 +95,7 @@ def test_secret_files_are_private_per_launch_and_go_with_the_server(tmp_path, mo
     launcher.write_secrets(other, {})
     assert (Path(other.secrets_dir) / "HF_TOKEN").read_text() == ""
     launcher.remove_secrets(other)
-    assert planned_context(Campaign(cfg), "pr_rs_on").secrets_dir == "$SECRETS"
+    assert planned_context(Campaign(cfg).plan("pr_rs_on")).secrets_dir == "$SECRETS"
 
 
 def _fake_runtime(folder: Path, name: str, stderr: str, code: int = 1) -> str:

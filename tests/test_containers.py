@@ -398,7 +398,7 @@ def _warmup_requests(overrides: list, env: dict, arm: str) -> int:
     from specrepro.serve import warmup_batches
 
     with environ(env):
-        return sum(len(b["payloads"]) for b in warmup_batches(Campaign(compose(overrides)), arm))
+        return sum(len(b["payloads"]) for b in warmup_batches(Campaign(compose(overrides)).plan(arm)))
 
 
 def _measured(results: Path, arm: str) -> dict:
@@ -590,26 +590,26 @@ def test_a_non_root_server_opens_the_granted_devices_through_their_group(campaig
     names the files."""
     import io
 
-    from specrepro import launch
+    from specrepro.arm_plan import build_arm_plan
     from specrepro.config import compose
+    from specrepro.launch import Launcher, job_context
     from specrepro.preflight import image_checks, probe_image
 
     with environ({**container_env["env"], **cluster.gpu.env}):
         cfg = compose(campaign["overrides"] + ["serve.container_user=1000:1000"])
+        plan = build_arm_plan(cfg, "pr_rs_on")
         image = json.loads((campaign["results"] / "image" / "pr_rs_on.json").read_text())
-        probe = probe_image(cfg, "pr_rs_on", image, [], io.StringIO(), [2, 3])
+        ctx = job_context(plan, image, [2, 3])
+        probe = probe_image(plan, Launcher(plan), ctx, image, [])
         assert probe["uid"] == 1000 and DEVICE_GID in probe["groups"]
         assert probe["devices"] == {"/dev/kfd": True, "/dev/dri/renderD144": True, "/dev/dri/renderD152": True}
-        opened = next(c for c in image_checks(cfg, "pr_rs_on", image, probe) if c["check"] == "gpu_devices_open")
+        opened = next(c for c in image_checks(plan, image, probe) if c["check"] == "gpu_devices_open")
         assert opened["ok"]
-        real = launch.device_context
-        launch.device_context = lambda cfg, gpus: {**real(cfg, gpus), "device_gid": None}
-        try:
-            closed = probe_image(cfg, "pr_rs_on", image, [], io.StringIO(), [2, 3])
-        finally:
-            launch.device_context = real
+        # the same launch without the device files' group
+        ctx.device_gid = None
+        closed = probe_image(plan, Launcher(plan), ctx, image, [])
         assert set(closed["devices"].values()) == {"Permission denied"}
-        check = next(c for c in image_checks(cfg, "pr_rs_on", image, closed) if c["check"] == "gpu_devices_open")
+        check = next(c for c in image_checks(plan, image, closed) if c["check"] == "gpu_devices_open")
         assert not check["ok"] and "cannot open" in check["detail"] and "/dev/dri/renderD152" in check["detail"]
 
 
@@ -655,11 +655,12 @@ def test_the_readmes_rocm_command_starts_a_real_container(campaign, cluster, con
 
     with environ({**env, **cluster.gpu.env}):
         cfg = compose(["platform=mi355x", "model=glm52_mxfp4", *overrides])
-        campaign_ = Campaign(cfg)
+        plan = Campaign(cfg).plan("main_rs_off")
         base = json.loads((campaign["results"] / "image" / "base.json").read_text())
-        ctx = job_context(cfg, {"image": base["image_id"], "image_id": base["image_id"]}, [1, 2, 3, 4], "test", port=30999)
-        argv = substitute(planned, ctx.substitutions(campaign_, "main_rs_off"))
-        launcher = Launcher(campaign_, "main_rs_off")
+        ctx = job_context(plan, {"image": base["image_id"], "image_id": base["image_id"]}, [1, 2, 3, 4], "test",
+                          port=30999)
+        argv = substitute(planned, ctx.substitutions(plan))
+        launcher = Launcher(plan)
         launcher.prepare(ctx)
         launcher.write_secrets(ctx)
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, series_copy, series_module
+from specrepro.campaign import Campaign
 from specrepro.config import compose
 from specrepro.gpu_check import GpuCheckError, gpu_check_stage, refuse_failed
 
@@ -130,7 +131,9 @@ def test_the_stage_on_this_cpu_runs_the_eager_half_and_reports_the_graph_half(cp
     image = tmp_path / "image.json"
     image.write_text(json.dumps({"kind": "tree", "python": str(check_python), "pythonpath": str(tree)}))
     out = tmp_path / "gpu_check" / arm / "verdict.json"
-    stage = gpu_check_stage(cfg, arm, image, out, out.with_suffix(".md"), io.StringIO())
+    campaign = Campaign(cfg)
+    stage = gpu_check_stage(campaign.plan(arm), campaign.gpu_checked_series(arm), image, out, out.with_suffix(".md"),
+                            io.StringIO())
     [verdict] = stage["results"]
     checks = by_name(verdict)
     assert verdict["device"] == "cpu" and not verdict["graph_executed"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from specrepro.arm_plan import build_arm_plan as plan_of
 from specrepro.config import PROJECT_ROOT, compose
 from specrepro.image import ImageError, build_context, image_stage
 from specrepro.series import load_series, resolve_patches
@@ -40,14 +41,16 @@ def test_failed_patch_check_blocks_the_image(tmp_path):
     cfg = compose([f"results_dir={tmp_path}", "platform=local"])
     verdict = write_manifest(tmp_path / "m" / "manifest.json", patched=True, pass_=False)
     with pytest.raises(ImageError, match="patch_check of series eagle_topk failed .*draft_proposal/greedy_rows_propose_argmax"):
-        image_stage(cfg, "pr_rs_on", tmp_path / "m" / "manifest.json", [verdict], tmp_path / "image.json", io.StringIO())
+        image_stage(plan_of(cfg, "pr_rs_on"), None, tmp_path / "m" / "manifest.json", [verdict], tmp_path / "image.json",
+                    io.StringIO())
     assert not (tmp_path / "image.json").exists()
 
 
 def test_local_platform_serves_the_arms_tree(tmp_path):
     cfg = compose([f"results_dir={tmp_path}", "platform=local"])
     verdict = write_manifest(tmp_path / "m" / "manifest.json", patched=True)
-    record = image_stage(cfg, "pr_rs_on", tmp_path / "m" / "manifest.json", [verdict], tmp_path / "image.json", io.StringIO())
+    record = image_stage(plan_of(cfg, "pr_rs_on"), None, tmp_path / "m" / "manifest.json", [verdict],
+                         tmp_path / "image.json", io.StringIO())
     assert record["kind"] == "tree" and record["pythonpath"] == str(tmp_path / "m" / "tree")
 
 

@@ -56,9 +56,9 @@ def package_text():
 
 
 def test_the_report_templates_are_read():
-    """The report's words live in templates too (analysis/templates/, workflow/report/): they are searched."""
+    """The report's words live in templates too (src/specrepro/templates/, workflow/report/): they are searched."""
     searched = {path.relative_to(ROOT).as_posix() for path, _ in package_text()}
-    assert {"analysis/templates/report.html.j2", "workflow/report/report_html.rst"} <= searched
+    assert {"src/specrepro/templates/report.html.j2", "workflow/report/report_html.rst"} <= searched
 
 
 def test_there_are_two_changes_and_their_words_are_found():

@@ -118,7 +118,7 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
     import threading
 
     from specrepro.patching import sha256_file
-    from specrepro.sources import SourceError
+    from specrepro.series import SeriesError
 
     served = tmp_path / "served"
     served.mkdir()
@@ -145,7 +145,7 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
         second = resolve_patches(series(sha256_file(patch)), cache, io.StringIO())
         assert first == second and first[0].read_bytes() == patch.read_bytes()
         assert len(hits) == 1  # fetched once
-        with pytest.raises(SourceError, match="does not match"):
+        with pytest.raises(SeriesError, match="does not match"):
             resolve_patches(series("0" * 64), cache, io.StringIO())
     finally:
         server.shutdown()

@@ -18,10 +18,18 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, kfd_tree, nvidia_proc_tree, standin_overrides, vram_sysfs, write_behaviour
+from specrepro.arm_plan import build_arm_plan
 from specrepro.config import compose
+from specrepro.launch import Launcher, job_context
 from specrepro.preflight import PreflightError, image_checks, run_preflight
 from specrepro.serve import serve_arm
 from specrepro.sources import cached_release_tree
+
+
+def preflight(cfg, arm: str, image: dict, gpus=()):
+    """The measuring job's preflight: the arm's plan and one launch context, as serve_arm makes them."""
+    plan = build_arm_plan(cfg, arm)
+    return run_preflight(plan, Launcher(plan), job_context(plan, image, list(gpus)), image, io.StringIO())
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +50,15 @@ def env(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECREPRO_STANDIN_BEHAVIOUR", str(tmp_path / "behaviour.json"))
 
 
+def write_resolved(cfg) -> None:
+    """What the resolved_config rule writes before a measuring job (its host-side clients read it)."""
+    from specrepro.config import dump_resolved
+
+    path = Path(cfg["results_dir"]) / "resolved_config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_resolved(cfg))
+
+
 def image_of(tree: Path) -> dict:
     return {"kind": "tree", "python": sys.executable, "pythonpath": str(tree)}
 
@@ -52,7 +69,7 @@ def failures(exc) -> str:
 
 def test_a_right_setup_passes_every_check(env, tmp_path, release_tree):
     cfg = campaign_cfg(tmp_path)
-    result = run_preflight(cfg, "main_rs_on", image_of(release_tree), [], io.StringIO())
+    result = preflight(cfg, "main_rs_on", image_of(release_tree))
     checks = {c["check"]: c for c in result["checks"]}
     assert result["ok"] and result["seconds"] < 60
     assert set(checks) == {"stale_containers", "gpus_idle", "image_sglang_version", "image_patch_record",
@@ -64,7 +81,7 @@ def test_wrong_sglang_version_in_the_image(env, tmp_path, release_tree):
     cfg = campaign_cfg(tmp_path)
     cfg["sglang"]["version"] = "0.5.21"  # what a re-pushed or mistaken image would give
     with pytest.raises(PreflightError) as info:
-        run_preflight(cfg, "main_rs_on", image_of(release_tree), [], io.StringIO())
+        preflight(cfg, "main_rs_on", image_of(release_tree))
     assert "image_sglang_version: the image's sglang" in failures(info) and "is 0.5.20, the campaign pins 0.5.21" in failures(info)
 
 
@@ -82,7 +99,7 @@ def test_a_flag_the_images_sglang_does_not_declare(env, tmp_path, release_tree):
     spec.write_text(text[:start] + text[end:])
     cfg = campaign_cfg(tmp_path)
     with pytest.raises(PreflightError) as info:
-        run_preflight(cfg, "main_rs_on", image_of(image), [], io.StringIO())
+        preflight(cfg, "main_rs_on", image_of(image))
     assert "server_flags_in_image: the image's sglang does not declare ['--speculative-use-rejection-sampling']" \
         in failures(info)
 
@@ -90,7 +107,7 @@ def test_a_flag_the_images_sglang_does_not_declare(env, tmp_path, release_tree):
 def test_unreadable_model_folder_and_dataset(env, tmp_path, release_tree):
     cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/GLM-5.2-MXFP4")
     with pytest.raises(PreflightError) as info:
-        run_preflight(cfg, "main_rs_on", image_of(release_tree), [], io.StringIO())
+        preflight(cfg, "main_rs_on", image_of(release_tree))
     assert "paths_readable_in_image: not readable inside the container: ['/nonexistent/GLM-5.2-MXFP4']" in failures(info)
 
 
@@ -98,10 +115,11 @@ def test_wrong_image_for_the_arm_is_named():
     cfg = compose()
     probe = {"version": "0.5.20", "package_dir": "/sgl-workspace/sglang/python/sglang", "readable": {},
              "flag_sources": {}, "applied": {"patches": [{"patch": "0001-eagle.patch", "sha256": "ab" * 32}]}}
-    unpatched = {c["check"]: c for c in image_checks(cfg, "main_rs_on", {"kind": "container"}, probe)}
+    unpatched = {c["check"]: c for c in image_checks(build_arm_plan(cfg, "main_rs_on"), {"kind": "container"}, probe)}
     assert not unpatched["image_patch_record"]["ok"]
     assert "unpatched arm, but the image carries patches ['0001-eagle.patch']" in unpatched["image_patch_record"]["detail"]
-    patched = {c["check"]: c for c in image_checks(cfg, "pr_rs_on", {"kind": "container", "patch_sha256": ["cd" * 32]}, probe)}
+    patched = {c["check"]: c for c in image_checks(build_arm_plan(cfg, "pr_rs_on"),
+                                                        {"kind": "container", "patch_sha256": ["cd" * 32]}, probe)}
     assert not patched["image_patch_record"]["ok"] and "(they differ)" in patched["image_patch_record"]["detail"]
 
 
@@ -111,7 +129,8 @@ def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
     image.write_text(json.dumps(image_of(release_tree)))
     arm_dir = Path(cfg["results_dir"]) / "arms" / "main_rs_on"
     with pytest.raises(PreflightError):
-        serve_arm(cfg, "main_rs_on", image, arm_dir / "arm.json", io.StringIO())
+        write_resolved(cfg)
+        serve_arm(build_arm_plan(cfg, "main_rs_on"), image, arm_dir / "arm.json", io.StringIO())
     assert not (arm_dir / "server.log").exists() and not (arm_dir / "launches.jsonl").exists()
     assert not json.loads((arm_dir / "preflight.json").read_text())["ok"]
 
@@ -142,10 +161,10 @@ def test_busy_gpus_are_waited_for_then_refused(tmp_path, monkeypatch):
     from specrepro.preflight import wait_gpus_idle
 
     cfg, state = hgx_node(tmp_path, monkeypatch, "00000000:3A:00.0, 50000, 143771\n00000000:5D:00.0, 1, 143771\n", 2)
-    busy = wait_gpus_idle(cfg, [2, 3], io.StringIO())
+    busy = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [2, 3], io.StringIO())
     assert not busy["ok"] and "GPUs [2] still hold" in busy["detail"] and "preflight.gpu_idle_timeout_s=2" in busy["detail"]
     state.write_text("00000000:3A:00.0, 300, 143771\n00000000:5D:00.0, 1, 143771\n")  # drained
-    idle = wait_gpus_idle(cfg, [2, 3], io.StringIO())
+    idle = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [2, 3], io.StringIO())
     assert idle["ok"] and "GPUs [2, 3]: memory in use" in idle["detail"]
 
 
@@ -155,11 +174,11 @@ def test_a_constrained_job_sees_its_gpus_numbered_from_0_and_is_still_matched(tm
     from specrepro.preflight import wait_gpus_idle
 
     cfg, smi = hgx_node(tmp_path, monkeypatch, "00000000:9A:00.0, 2, 143771\n00000000:AB:00.0, 90000, 143771\n", 1)
-    check = wait_gpus_idle(cfg, [4, 5], io.StringIO())
+    check = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [4, 5], io.StringIO())
     assert not check["ok"] and "GPUs [5] still hold" in check["detail"]
     # a granted GPU the tool does not report is unknown, never idle
     smi.write_text("00000000:9A:00.0, 2, 143771\n")
-    check = wait_gpus_idle(cfg, [4, 5], io.StringIO())
+    check = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [4, 5], io.StringIO())
     assert not check["ok"] and "GPUs [5] of the grant [4, 5]: no memory reading at their PCI address" in check["detail"]
 
 
@@ -174,9 +193,9 @@ def test_rocm_idleness_is_read_from_the_drivers_sysfs_by_pci_address(tmp_path):
     for g in table:
         vram_sysfs(root, g.pci, 40 * 2**30 if g.index == 5 else 300 * 2**20, total)
     cfg = compose(["preflight.gpu_idle_timeout_s=1", f"platform.node_root={root}"])
-    check = wait_gpus_idle(cfg, [1, 5], io.StringIO())
+    check = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [1, 5], io.StringIO())
     assert not check["ok"] and "GPUs [5] still hold" in check["detail"]
-    assert wait_gpus_idle(cfg, [1, 2], io.StringIO())["ok"]
+    assert wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [1, 2], io.StringIO())["ok"]
     bare = compose(["preflight.gpu_idle_timeout_s=1", f"platform.node_root={kfd_tree('mi355x_spx_8gpu', tmp_path / 'bare')}"])
-    unread = wait_gpus_idle(bare, [1, 2], io.StringIO())  # a driver without the counters: said, not guessed
+    unread = wait_gpus_idle(build_arm_plan(bare, "main_rs_on"), [1, 2], io.StringIO())  # a driver without the counters: said, not guessed
     assert unread["ok"] and unread["detail"].startswith("not checked")

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, standin_processes, standin_overrides, write_behaviour
 from specrepro.config import compose
-from specrepro.serve import ServeError, serve_arm
+from specrepro.serve import ServeError, serve_bench_job
 from specrepro.sources import cached_release_tree
 
 
@@ -47,11 +47,17 @@ def arm_cfg(tmp_path, monkeypatch):
 
 
 def run_arm(cfg, image):
+    """The measuring job as its script runs it, after the resolved_config rule wrote the config its clients read."""
+    from specrepro.config import dump_resolved
+
     out = Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "arm.json"
     log = Path(cfg["results_dir"]) / "logs" / "serve_bench.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    resolved = Path(cfg["results_dir"]) / "resolved_config.yaml"
+    if not resolved.is_file():
+        resolved.write_text(dump_resolved(cfg))
     with open(log, "a") as fh:
-        return serve_arm(cfg, "main_rs_on", image, out, fh)
+        return serve_bench_job(cfg, "main_rs_on", image, [], out, fh)
 
 
 def behaviour_of(cfg):
@@ -175,3 +181,30 @@ def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     assert standin_processes(behaviour) == []
     assert not (results / "arms" / "main_rs_on" / "arm.json").exists()
     assert not list(results.glob("arms/main_rs_on/gsm8k/r*/run.json"))
+
+
+def test_one_measuring_job_composes_once_and_builds_one_plan_and_one_launch_context(arm_cfg, monkeypatch):
+    """The measuring job hands its arm's plan down: the config is composed once (by the entry point: here, before the
+    job), the job builds one ArmPlan and one launch context, and preflight, GPU facts, the server and its clients all
+    run with them."""
+    from specrepro import arm_plan, campaign, config, serve
+
+    cfg, image = arm_cfg(repeats=1, questions=4)
+    counts = {"compose": 0, "check_resolved": 0, "plan": 0, "context": 0, "campaign": 0}
+
+    def counting(name, fn):
+        def wrapper(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(config, "compose", counting("compose", config.compose))
+    monkeypatch.setattr(config, "check_resolved", counting("check_resolved", config.check_resolved))
+    monkeypatch.setattr(arm_plan, "build_arm_plan", counting("plan", arm_plan.build_arm_plan))
+    monkeypatch.setattr(serve, "job_context", counting("context", serve.job_context))
+    monkeypatch.setattr(campaign.Campaign, "__init__", counting("campaign", campaign.Campaign.__init__))
+    record = run_arm(cfg, image)
+    assert counts == {"compose": 0, "check_resolved": 0, "plan": 1, "context": 1, "campaign": 0}, counts
+    # the server, its preflight and its GPU facts ran under that one context's launch id
+    [event] = [e for e in launch_events(cfg) if e["event"] == "start"]
+    assert record["launches"][0]["launch_id"] == event["launch_id"]

@@ -21,7 +21,9 @@ import yaml
 from conftest import ROOT, specrepro
 from specrepro.analysis.analyze import NOT_REPRODUCED, REPRODUCED, analyze
 from specrepro.analysis.sweep import pareto_front, per_level, summary_line
+from specrepro.analysis.claims import campaign_claims
 from specrepro.campaign import Campaign
+from specrepro.plan_text import planned_server_command
 from specrepro.config import ConfigError, check_resolved, compose, dump_resolved
 from specrepro.sweep import claims_per_level, treatments
 from specrepro.workflow_support import job_counts
@@ -57,7 +59,7 @@ def test_a_server_factor_makes_one_arm_and_one_launch_per_level():
     arm = arms["pr_rs_on.cgbs-4"]
     assert arm["extra_server_args"] == {"speculative_use_rejection_sampling": True, "cuda_graph_max_bs_decode": 4}
     assert arm["cell"] == {"base": "pr_rs_on", "levels": {"cgbs": 4}} and arm["patch_series"] == "eagle_topk"
-    assert "--cuda-graph-max-bs-decode 8" in Campaign(cfg).planned_server_command("main_rs_off.cgbs-8")
+    assert "--cuda-graph-max-bs-decode 8" in planned_server_command(Campaign(cfg).plan("main_rs_off.cgbs-8"))
     # the baseline is the base arm's cell at the levels asked
     assert Campaign(cfg).baseline_of({"cgbs": 8}) == "main_rs_off.cgbs-8"
     assert Campaign(cfg).baseline_of() == "main_rs_off.cgbs-4"  # the report's deltas: the first server level
@@ -109,7 +111,7 @@ def test_a_server_factor_flag_is_checked_against_the_pinned_sglang():
 
 def test_claims_are_asked_at_every_level_with_arms_of_that_level():
     cfg = sweep_cfg(*CGBS)
-    claims = Campaign(cfg).claims()
+    claims = campaign_claims(cfg, Campaign(cfg).claims_path)
     ids = [c["id"] for c in claims]
     assert len(ids) == 4 * 6 * 2 and len(set(ids)) == len(ids)
     c = next(c for c in claims if c["id"] == "pr_restores_accept_length.concurrency-3.cgbs-8")
@@ -157,17 +159,17 @@ def test_runs_to_remeasure_is_the_same_before_and_after_the_job_that_measures_th
     cfg = sweep_cfg(f"results_dir={tmp_path}", experiment="eagle_topk_sweep_cpu")
     campaign = Campaign(cfg)
     arm = "main_rs_off"
-    stems = [r.stem for r in campaign.bench_runs(arm)]
+    stems = [r.stem for r in campaign.plan(arm).runs]
     assert campaign.runs_to_remeasure(arm) == stems  # nothing measured: the first job
     for stem in stems:
-        (campaign.arm_dir(arm) / stem).mkdir(parents=True)
-        (campaign.arm_dir(arm) / stem / "run.json").write_text("{}")
-    (campaign.arm_dir(arm) / "arm.json").write_text(json.dumps({"missing_at_start": stems}))
+        (campaign.plan(arm).arm_dir / stem).mkdir(parents=True)
+        (campaign.plan(arm).arm_dir / stem / "run.json").write_text("{}")
+    (campaign.plan(arm).arm_dir / "arm.json").write_text(json.dumps({"missing_at_start": stems}))
     assert campaign.runs_to_remeasure(arm) == stems  # what the first job recorded: no rerun
-    (campaign.arm_dir(arm) / stems[3] / "run.json").unlink()
+    (campaign.plan(arm).arm_dir / stems[3] / "run.json").unlink()
     assert campaign.runs_to_remeasure(arm) == [stems[3]]  # a changed value: Snakemake reruns the job
-    (campaign.arm_dir(arm) / stems[3] / "run.json").write_text("{}")
-    (campaign.arm_dir(arm) / "arm.json").write_text(json.dumps({"missing_at_start": [stems[3]]}))
+    (campaign.plan(arm).arm_dir / stems[3] / "run.json").write_text("{}")
+    (campaign.plan(arm).arm_dir / "arm.json").write_text(json.dumps({"missing_at_start": [stems[3]]}))
     assert campaign.runs_to_remeasure(arm) == [stems[3]]  # as when that job was planned: no second rerun
 
 
@@ -211,7 +213,7 @@ def test_per_level_verdicts_recover_a_known_sweep():
     any broken level REPRODUCED (a familywise error) is no more common than alpha allows (5%, plus two Monte-Carlo
     standard errors)."""
     cfg = sweep_cfg()
-    claims = [c for c in Campaign(cfg).claims() if c["base_id"] != "pr_keeps_greedy_outputs"]
+    claims = [c for c in campaign_claims(cfg, Campaign(cfg).claims_path) if c["base_id"] != "pr_keeps_greedy_outputs"]
     sweeps, held, true_rows, familywise = 100, 0, 0, 0
     for seed in range(sweeps):
         result = analyze(simulated_sweep(seed), baseline="main_rs_off", claims=claims, settings=cfg["analysis"])
@@ -241,8 +243,8 @@ def test_adding_a_level_keeps_every_other_cells_key():
     two = Campaign(sweep_cfg("experiment.sweep.factors.concurrency.levels=[1,3]", experiment="eagle_topk_sweep_cpu"))
     three = Campaign(sweep_cfg("experiment.sweep.factors.concurrency.levels=[1,2,3]", experiment="eagle_topk_sweep_cpu"))
     for cell in ("gsm8k.concurrency-1", "gsm8k.concurrency-3"):
-        assert two.run_key("pr_rs_on", cell, "img") == three.run_key("pr_rs_on", cell, "img")
-    assert two.measurement_key("pr_rs_on") != three.measurement_key("pr_rs_on")  # the arm's job reruns
+        assert two.plan("pr_rs_on").run_key(cell, "img") == three.plan("pr_rs_on").run_key(cell, "img")
+    assert two.plan("pr_rs_on").measurement_key != three.plan("pr_rs_on").measurement_key  # the arm's job reruns
 
 
 def test_snakemake_lint_is_clean_for_a_sweep(tmp_path):
@@ -259,5 +261,5 @@ def test_plan_figures_do_not_key_a_measurement():
                                  experiment="eagle_topk_sweep_cpu"))
     measured = Campaign(sweep_cfg("serve.decode_log_interval=8", experiment="eagle_topk_sweep_cpu"))
     cell = "gsm8k.concurrency-1"
-    assert base.run_key("main_rs_off", cell) == planned.run_key("main_rs_off", cell)
-    assert base.run_key("main_rs_off", cell) != measured.run_key("main_rs_off", cell)
+    assert base.plan("main_rs_off").run_key(cell) == planned.plan("main_rs_off").run_key(cell)
+    assert base.plan("main_rs_off").run_key(cell) != measured.plan("main_rs_off").run_key(cell)

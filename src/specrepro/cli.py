@@ -24,24 +24,34 @@ def _split_snakemake_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def compose_campaign(overrides: Sequence[str]):
+    """The one composition of an entry point: the config, then its claims file held to it (the analysis's rules)."""
+    from specrepro.analysis.claims import check_campaign_claims
+
+    return check_campaign_claims(compose(overrides))
+
+
 def cmd_config(args) -> int:
-    cfg = compose(args.overrides)
+    cfg = compose_campaign(args.overrides)
     sys.stdout.write(dump_resolved(cfg))
     return 0
 
 
 def cmd_plan(args) -> int:
+    from specrepro import plan_text
+    from specrepro.analysis.plan import describe_decidability
     from specrepro.campaign import Campaign
+    from specrepro.resolution import describe_resolution, plan_resolution, refused_arms
     from specrepro.workflow_support import job_counts, job_table
 
-    from specrepro.effective_config import describe_resolution, plan_resolution, refused_arms
-
-    cfg = compose(args.overrides)
-    campaign = Campaign(cfg)
-    print(campaign.describe_plan())
-    for warning in campaign.warnings():
+    campaign = Campaign(compose_campaign(args.overrides))
+    print(plan_text.describe_plan(campaign))
+    print()
+    print("\n".join(describe_decidability(campaign)))
+    for warning in plan_text.warnings(campaign):
         print(f"WARNING: {warning}", file=sys.stderr)
-    resolution = {"skipped": "--no-resolve"} if args.no_resolve else plan_resolution(campaign)
+    resolution = ({"skipped": "--no-resolve"} if args.no_resolve else
+                  plan_resolution(list(campaign.plans.values())))
     print()
     print("\n".join(describe_resolution(resolution)))
     refused = refused_arms(resolution)
@@ -115,9 +125,10 @@ def _snakemake_argv(resolved: Optional[Path], profile: Optional[str], extra: Lis
 
 
 def cmd_run(args) -> int:
-    from specrepro.campaign import Campaign
+    from specrepro.config import data_sources
+    from specrepro.layout import Layout
 
-    cfg = compose(args.overrides)
+    cfg = compose_campaign(args.overrides)
     resolved = _write_resolved(cfg)
     extra = list(args.snakemake_args)
     if args.cpu_only:
@@ -131,8 +142,8 @@ def cmd_run(args) -> int:
     started = time.time()
     # the data every job reads first, alone (its own rule, on this host): a file that cannot be had stops the run
     # here, in seconds, before builds and servers start
-    records = [] if args.cpu_only else sorted(
-        str(Path(cfg["results_dir"]) / "datasets" / f"{d}.json") for d in Campaign(cfg).datasets)
+    layout = Layout(Path(cfg["results_dir"]))
+    records = [] if args.cpu_only else sorted(layout.dataset(d) for d in data_sources(cfg))
     rc = subprocess.call(_snakemake_argv(resolved, args.profile, [*records, "--quiet", "rules"]),
                          cwd=PROJECT_ROOT) if records else 0
     if rc == 0:
@@ -167,24 +178,26 @@ def print_report_summary(results: Path, cpu_only: bool) -> None:
 
 def cmd_preflight(args) -> int:
     """The measuring job's preflight, by hand, for each arm whose image the image stage resolved."""
+    from specrepro.campaign import Campaign
     from specrepro.image import ensure_image
-    from specrepro.launch import LaunchError, granted_gpus
+    from specrepro.launch import Launcher, LaunchError, granted_gpus, job_context
     from specrepro.preflight import PreflightError, run_preflight
 
-    cfg = compose(args.overrides)
-    arms = args.arms or list(cfg["experiment"]["arms"])
+    campaign = Campaign(compose_campaign(args.overrides))
+    arms = args.arms or campaign.arms
     failed = 0
     for arm in arms:
-        record = Path(cfg["results_dir"]) / "image" / f"{arm}.json"
+        plan = campaign.plan(arm)
+        record = Path(plan.image_record)
         if not record.is_file():
             print(f"specrepro preflight: {record} not found: run the image stage first "
                   f"(specrepro run ... -- --until image)", file=sys.stderr)
             return 2
         image = json.loads(record.read_text())
         try:
-            gpus, _ = granted_gpus(cfg)
-            image = ensure_image(cfg, image, sys.stdout)
-            run_preflight(cfg, arm, image, gpus, sys.stdout)
+            gpus, source = granted_gpus(plan)
+            image = ensure_image(plan, image, sys.stdout)
+            run_preflight(plan, Launcher(plan), job_context(plan, image, gpus, source), image, sys.stdout)
             print(f"arm {arm}: preflight passed")
         except (PreflightError, LaunchError) as exc:
             print(f"specrepro preflight: {exc}", file=sys.stderr)
@@ -359,7 +372,7 @@ def cmd_new_experiment(args) -> int:
         return 2
     search = [] if root == PROJECT_ROOT.resolve() else [f"hydra.searchpath=[file://{root / 'conf'}]"]
     for experiment in (args.name, f"{args.name}_cpu"):
-        compose([*search, f"experiment={experiment}"])  # a ConfigError names the file and key
+        compose_campaign([*search, f"experiment={experiment}"])  # a ConfigError names the file and key
     print("wrote:\n" + "\n".join(f"  {p.relative_to(root)}" for p in written))
     where = f" '{search[0]}'" if search else ""
     over = f'"{search[0]}",' if search else ""

@@ -68,9 +68,10 @@ def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Pat
         raise ValueError("arms ran on different base images, so their deltas would mix builds: "
                          + ", ".join(f"{a}: {b}" for a, b in bases.items()) + "; re-run the image stage for every arm")
     for arm_record in arm_records:
-        arm = json.loads(Path(arm_record).read_text())["arm"]
-        for run in campaign.bench_runs(arm):
-            path = campaign.arm_dir(arm) / run.stem / "run.json"
+        plan = campaign.plan(json.loads(Path(arm_record).read_text())["arm"])
+        arm = plan.name
+        for run in plan.runs:
+            path = plan.arm_dir / run.stem / "run.json"
             record = json.loads(path.read_text())
             cell = cell_columns(cfg, arm, run.benchmark)
             rows += [{**row, **cell} for row in run_rows(record)]

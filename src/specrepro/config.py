@@ -13,20 +13,19 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
-from specrepro.errors import SpecreproError
+from specrepro.errors import SpecreproError, hydra_message
+from specrepro.cost import campaign_cost
 from specrepro.redaction import SECRET_NAME
 from specrepro.sglang_flags import load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
 CONF_DIR = PROJECT_ROOT / "conf"
+# Each benchmark kind's settings section.
 BENCHMARK_KINDS = {"gsm8k": "gsm8k", "bench_serving": "serving"}
-CONTAINER_RUNTIMES = {"docker", "podman", "apptainer", "pyxis", "none"}
-ACCELERATORS = {"rocm", "cuda", "none"}
-SOURCE_METHODS = {"auto", "git", "registry"}
 # Flags the pipeline owns per server launch; a config may not set them.
 PIPELINE_OWNED_FLAGS = {"--host", "--port", "--decode-log-interval", "--enable-metrics"}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -61,7 +60,7 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
             cfg = hydra_compose(config_name="config", overrides=overrides)
         OmegaConf.set_struct(cfg, False)
         cfg.pop("hydra", None)
-        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError([hydra_message(exc)]) from exc
     except yaml.YAMLError as exc:
@@ -91,25 +90,6 @@ def search_path(overrides: Sequence[str]) -> List[Path]:
     return out
 
 
-def hydra_message(exc: Exception) -> str:
-    """Hydra's message with its causes: "Error merging override" alone never says why."""
-    parts, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        # OmegaConf appends full_key/reference_type/object_type lines; the key is named once, first.
-        text = "\n".join(line for line in str(exc).strip().splitlines()
-                         if not line.strip().startswith(("full_key:", "reference_type=", "object_type="))).strip()
-        if "$VALUE" in text or "$KEY" in text:
-            text = ""
-        key = getattr(exc, "full_key", None)
-        if key and key not in text:
-            text = f"{key}: {text}"
-        if text and not any(text in p for p in parts):
-            parts.append(text)
-        exc = exc.__cause__ or exc.__context__
-    return " -- because: ".join(parts)
-
-
 def config_hash(cfg: Dict[str, Any]) -> str:
     """Stable hash of everything that defines the measurement (not where it is stored)."""
     relevant = {k: v for k, v in cfg.items() if k not in {"results_dir", "cache_dir", "project_root", "tracking"}}
@@ -128,7 +108,7 @@ def check_resolved(cfg: Dict[str, Any], source: str = "config") -> Dict[str, Any
 
     try:
         merged = OmegaConf.merge(OmegaConf.structured(SpecreproConfig), cfg)
-        cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True)
+        cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
         raise ConfigError([f"{source}: {hydra_message(exc)}"]) from exc
     from specrepro import sweep
@@ -154,16 +134,31 @@ def dump_resolved(cfg: Dict[str, Any]) -> str:
 
 
 def validate(cfg: Dict[str, Any]) -> None:
+    """What the schema cannot say: names that must refer to something, values that must fit each other, and every
+    sglang flag the pinned sglang must declare.  One ConfigError lists every problem, each naming its key."""
     problems: List[str] = []
-    exp = cfg["experiment"]
-    benchmarks = cfg.get("benchmarks") or {}
-    arms = exp.get("arms") or {}
+    for part in (_folder_problems, _experiment_problems, _series_problems, _data_problems, _benchmark_problems,
+                 _arm_problems, _platform_problems, _serve_problems, _theory_problems, _analysis_problems,
+                 _budget_problems, _flag_problems):
+        problems.extend(part(cfg))
+    if problems:
+        raise ConfigError(problems)
 
+
+def _folder_problems(cfg: Dict[str, Any]) -> List[str]:
+    problems = []
     for key in ("results_dir", "cache_dir"):
         value = str(cfg.get(key) or "").strip()
         if not value or Path(value).resolve() in (Path("/"), Path(cfg["project_root"]).resolve(), Path.home()):
             problems.append(f"{key}: {value!r} is empty or a root folder (the filesystem's, the project's or the "
                             f"home folder); give a folder of its own")
+    return problems
+
+
+def _experiment_problems(cfg: Dict[str, Any]) -> List[str]:
+    exp = cfg["experiment"]
+    arms = exp.get("arms") or {}
+    problems = []
     if not SAFE_NAME.match(str(exp["name"])):
         problems.append(f"experiment.name: {exp['name']!r} must be a plain name (letters, digits, _ . -)")
     if exp["repeats"] < 1:
@@ -172,16 +167,19 @@ def validate(cfg: Dict[str, Any]) -> None:
         problems.append(f"experiment.launches: must be >= 1, got {exp['launches']}")
     if not arms:
         problems.append("experiment.arms: a campaign needs at least one arm")
-    if exp["baseline_arm"] not in arms and exp["baseline_arm"] not in {(a.get("cell") or {}).get("base") for a in arms.values()}:
+    if exp["baseline_arm"] not in arms and exp["baseline_arm"] not in {(a.get("cell") or {}).get("base")
+                                                                       for a in arms.values()}:
         problems.append(f"experiment.baseline_arm: {exp['baseline_arm']!r} is not an arm (arms: {', '.join(arms)})")
     if exp.get("claims") and not (CONF_DIR / exp["claims"]).is_file() and not Path(exp["claims"]).is_file():
         problems.append(f"experiment.claims: file {exp['claims']!r} not found under {CONF_DIR}")
-    elif exp.get("claims"):
-        problems.extend(_claims_problems(cfg))
+    return problems
 
-    for name in exp.get("patch_series") or {}:
-        from specrepro.series import SeriesError, load_series, series_folder
 
+def _series_problems(cfg: Dict[str, Any]) -> List[str]:
+    from specrepro.series import SeriesError, load_series, series_folder
+
+    problems = []
+    for name in cfg["experiment"].get("patch_series") or {}:
         if not SAFE_NAME.match(name):
             problems.append(f"experiment.patch_series.{name}: series names must be plain names")
             continue
@@ -189,16 +187,18 @@ def validate(cfg: Dict[str, Any]) -> None:
             load_series(series_folder(cfg, name))
         except SeriesError as exc:
             problems.append(f"experiment.patch_series.{name}: {exc}")
+    return problems
 
-    problems.extend(_data_problems(cfg))
-    for bname, bench in benchmarks.items():
+
+def _benchmark_problems(cfg: Dict[str, Any]) -> List[str]:
+    from specrepro.datasets import needs_sharegpt
+
+    problems = []
+    for bname, bench in (cfg.get("benchmarks") or {}).items():
         key = f"benchmarks.{bname}"
         if not SAFE_NAME.match(bname):
             problems.append(f"{key}: benchmark names must be plain names")
         kind = bench["kind"]
-        if kind not in BENCHMARK_KINDS:
-            problems.append(f"{key}.kind: unknown benchmark kind {kind!r} (known: {', '.join(BENCHMARK_KINDS)})")
-            continue
         section = BENCHMARK_KINDS[kind]
         if not bench.get(section):
             problems.append(f"{key}.{section}: a {kind} benchmark needs its `{section}` settings")
@@ -208,107 +208,99 @@ def validate(cfg: Dict[str, Any]) -> None:
         settings = bench[section]
         positive = ("num_questions", "max_new_tokens", "parallel") if kind == "gsm8k" else (
             "input_len", "output_len", "num_prompts", "max_concurrency")
-        for field_name in positive:
-            if settings[field_name] < 1:
-                problems.append(f"{key}.{section}.{field_name}: must be >= 1, got {settings[field_name]}")
+        problems += [f"{key}.{section}.{f}: must be >= 1, got {settings[f]}" for f in positive if settings[f] < 1]
         if kind == "gsm8k":
             if settings["num_shots"] < 0:
                 problems.append(f"{key}.gsm8k.num_shots: must be >= 0")
             if settings["temperature"] < 0:
                 problems.append(f"{key}.gsm8k.temperature: must be >= 0")
-        else:
-            from specrepro.datasets import needs_sharegpt
+            continue
+        if needs_sharegpt(settings) and not settings.get("sharegpt"):
+            problems.append(f"{key}.serving.sharegpt: sglang's {settings['dataset_name']} dataset reads ShareGPT, "
+                            f"and without a file its client downloads it inside the GPU job; give "
+                            f"serving.sharegpt (path, url) or serving.dataset_path")
+        if not 0.0 <= settings["range_ratio"] <= 1.0:
+            problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
+    return problems
 
-            if needs_sharegpt(settings) and not settings.get("sharegpt"):
-                problems.append(f"{key}.serving.sharegpt: sglang's {settings['dataset_name']} dataset reads ShareGPT, "
-                                f"and without a file its client downloads it inside the GPU job; give "
-                                f"serving.sharegpt (path, url) or serving.dataset_path")
-            if not 0.0 <= settings["range_ratio"] <= 1.0:
-                problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
 
-    for aname, arm in arms.items():
+def _arm_problems(cfg: Dict[str, Any]) -> List[str]:
+    exp = cfg["experiment"]
+    benchmarks = cfg.get("benchmarks") or {}
+    problems = []
+    for aname, arm in (exp.get("arms") or {}).items():
         key = f"experiment.arms.{aname}"
         if not SAFE_NAME.match(aname):
             problems.append(f"{key}: arm names must be plain names (letters, digits, _ . -)")
         if arm.get("patch_series") and arm["patch_series"] not in (exp.get("patch_series") or {}):
-            problems.append(
-                f"{key}.patch_series: {arm['patch_series']!r} is not defined in experiment.patch_series"
-            )
+            problems.append(f"{key}.patch_series: {arm['patch_series']!r} is not defined in experiment.patch_series")
         if not arm.get("benchmarks"):
             problems.append(f"{key}.benchmarks: an arm must run at least one benchmark")
-        for b in arm.get("benchmarks") or []:
-            if b not in benchmarks:
-                problems.append(f"{key}.benchmarks: {b!r} is not a defined benchmark (defined: {', '.join(benchmarks)})")
+        problems += [f"{key}.benchmarks: {b!r} is not a defined benchmark (defined: {', '.join(benchmarks)})"
+                     for b in arm.get("benchmarks") or [] if b not in benchmarks]
+    return problems
 
-    plat = cfg["platform"]
-    if plat["accelerator"] not in ACCELERATORS:
-        problems.append(f"platform.accelerator: {plat['accelerator']!r} not one of {sorted(ACCELERATORS)}")
-    if plat["container_runtime"] not in CONTAINER_RUNTIMES:
-        problems.append(f"platform.container_runtime: {plat['container_runtime']!r} not one of {sorted(CONTAINER_RUNTIMES)}")
-    problems.extend(runtime_arg_problems(plat))
-    if plat["image_distribution"] not in ("layer", "archive", "node"):
-        problems.append(f"platform.image_distribution: {plat['image_distribution']!r} not one of "
-                        f"['layer', 'archive', 'node']")
 
+def _platform_problems(cfg: Dict[str, Any]) -> List[str]:
+    plat, model = cfg["platform"], cfg["model"]
+    problems = runtime_arg_problems(plat)
     if plat["container_runtime"] != "none" and not plat.get("base_image"):
         problems.append("platform.base_image: a container platform needs a base image")
-    if plat["accelerator"] != "none" and cfg["model"]["gpus"] > plat["gpus_per_node"] > 0:
-        problems.append(
-            f"model.gpus: {cfg['model']['gpus']} GPUs do not fit platform {plat['name']} "
-            f"({plat['gpus_per_node']} per node)"
-        )
-    if cfg["model"]["gpus"] < 0:
+    if plat["accelerator"] != "none" and model["gpus"] > plat["gpus_per_node"] > 0:
+        problems.append(f"model.gpus: {model['gpus']} GPUs do not fit platform {plat['name']} "
+                        f"({plat['gpus_per_node']} per node)")
+    if model["gpus"] < 0:
         problems.append("model.gpus: must be >= 0")
-    if plat["accelerator"] != "none" and plat["accelerator"] not in (cfg["model"].get("accelerators") or []):
+    if plat["accelerator"] != "none" and plat["accelerator"] not in (model.get("accelerators") or []):
         problems.append(
-            f"model.accelerators: model {cfg['model']['name']} (conf/model/{cfg['model']['name']}.yaml) runs on "
-            f"{cfg['model']['accelerators']}, platform {plat['name']} (conf/platform/{plat['name']}.yaml) is "
+            f"model.accelerators: model {model['name']} (conf/model/{model['name']}.yaml) runs on "
+            f"{model['accelerators']}, platform {plat['name']} (conf/platform/{plat['name']}.yaml) is "
             f"{plat['accelerator']}: choose a model for that platform (e.g. model=glm52_fp8 on NVIDIA)")
-
-    for key in plat.get("server_env") or {}:
-        if SECRET_NAME.search(key):
-            problems.append(f"platform.server_env.{key}: secrets do not belong in the config (it is written next to "
-                            f"the results and logged); export {key} and list it in platform.passthrough_env")
-    serve = cfg["serve"]
-    if not (serve["port"] == 0 or 1024 <= serve["port"] <= 65535):
-        problems.append(f"serve.port: {serve['port']} is not 0 (pick a free one) or a port in 1024-65535")
-    for k in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s"):
-        if serve[k] <= 0:
-            problems.append(f"serve.{k}: must be > 0")
-    if serve["placement"] not in ("exclusive", "packed"):
-        problems.append(f"serve.placement: {serve['placement']!r} not one of ['exclusive', 'packed']")
-    if serve["decode_log_interval"] is not None and serve["decode_log_interval"] < 1:
-        problems.append("serve.decode_log_interval: must be >= 1")
+    problems += [f"platform.server_env.{key}: secrets do not belong in the config (it is written next to the results "
+                 f"and logged); export {key} and list it in platform.passthrough_env"
+                 for key in plat.get("server_env") or {} if SECRET_NAME.search(key)]
     if plat.get("python_env") and not (Path(cfg["project_root"]) / "requirements" / plat["python_env"]).is_file():
         problems.append(f"platform.python_env: requirements/{plat['python_env']} not found under {cfg['project_root']}")
     if plat.get("python_env") and plat["container_runtime"] != "none":
         problems.append("platform.python_env: a pipeline-built venv serves bare processes only (container_runtime: none)")
-    problems.extend(_theory_problems(cfg))
+    return problems
+
+
+def _serve_problems(cfg: Dict[str, Any]) -> List[str]:
+    serve = cfg["serve"]
+    problems = []
+    if not (serve["port"] == 0 or 1024 <= serve["port"] <= 65535):
+        problems.append(f"serve.port: {serve['port']} is not 0 (pick a free one) or a port in 1024-65535")
+    problems += [f"serve.{k}: must be > 0" for k in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s")
+                 if serve[k] <= 0]
+    if serve["decode_log_interval"] is not None and serve["decode_log_interval"] < 1:
+        problems.append("serve.decode_log_interval: must be >= 1")
+    return problems
+
+
+def _analysis_problems(cfg: Dict[str, Any]) -> List[str]:
     an = cfg["analysis"]
-    if an["multiplicity"] not in ("holm", "none"):
-        problems.append(f"analysis.multiplicity: {an['multiplicity']!r} not one of ['holm', 'none']")
+    problems = []
     if not 0 < an["alpha"] < 1:
         problems.append(f"analysis.alpha: must be in (0, 1), got {an['alpha']}")
     for name in ("launch_noise_prior", "within_fallback"):
-        for metric, cv in (an.get(name) or {}).items():
-            if not (isinstance(cv, (int, float)) and 0 <= cv < 1):
-                problems.append(f"analysis.{name}.{metric}: a relative SD in [0, 1), got {cv!r}")
-    if exp.get("max_gpu_hours") is not None:
-        from specrepro.campaign import campaign_cost
+        problems += [f"analysis.{name}.{metric}: a relative SD in [0, 1), got {cv!r}"
+                     for metric, cv in (an.get(name) or {}).items()
+                     if not (isinstance(cv, (int, float)) and 0 <= cv < 1)]
+    return problems
 
-        cost = campaign_cost(cfg)
-        if cost["gpu_hours"] > exp["max_gpu_hours"]:
-            problems.append(f"experiment.max_gpu_hours: this campaign needs about {cost['gpu_hours']:.1f} GPU-hours "
-                            f"({cost['launches']} launches, {cost['requests']} requests, {cost['gpus']} GPUs each; "
-                            f"serve.expected_load_s and serve.expected_tpot_ms), over the budget of "
-                            f"{exp['max_gpu_hours']:g}: drop levels, list experiment.sweep.treatments, or raise the "
-                            f"budget")
-    if cfg["sglang"]["source"] not in SOURCE_METHODS:
-        problems.append(f"sglang.source: {cfg['sglang']['source']!r} not one of {sorted(SOURCE_METHODS)}")
 
-    problems.extend(_flag_problems(cfg))
-    if problems:
-        raise ConfigError(problems)
+def _budget_problems(cfg: Dict[str, Any]) -> List[str]:
+    exp = cfg["experiment"]
+    if exp.get("max_gpu_hours") is None:
+        return []
+    cost = campaign_cost(cfg)
+    if cost["gpu_hours"] <= exp["max_gpu_hours"]:
+        return []
+    return [f"experiment.max_gpu_hours: this campaign needs about {cost['gpu_hours']:.1f} GPU-hours "
+            f"({cost['launches']} launches, {cost['requests']} requests, {cost['gpus']} GPUs each; "
+            f"serve.expected_load_s and serve.expected_tpot_ms), over the budget of {exp['max_gpu_hours']:g}: drop "
+            f"levels, list experiment.sweep.treatments, or raise the budget"]
 
 
 def data_sources(cfg: Dict[str, Any]) -> Dict[str, tuple]:
@@ -415,6 +407,20 @@ RUNTIME_ARG_CONFLICTS = [
 ]
 
 
+# The variable through which a secret's reader takes a file instead of the value: huggingface_hub reads the token
+# from the file HF_TOKEN_PATH names.  Others: `platform.passthrough_env: [NAME:PATH_VARIABLE]`.
+SECRET_FILE_VARS = {"HF_TOKEN": "HF_TOKEN_PATH"}
+
+
+def secret_specs(plat: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
+    """`platform.passthrough_env` as (name, variable that names its file inside the container, or None)."""
+    out = []
+    for entry in plat.get("passthrough_env") or []:
+        name, _, var = str(entry).partition(":")
+        out.append((name, var or SECRET_FILE_VARS.get(name)))
+    return out
+
+
 def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
     args = [str(a) for a in plat.get("runtime_run_args") or []]
     # `--ipc host` as two list items is the same flag as `--ipc=host`
@@ -426,8 +432,6 @@ def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
                                                             for a in args) for f in flags):
             problems.append(f"platform.runtime_run_args: {' with '.join(flags)} on {runtime}: {why}")
     if plat["container_runtime"] in ("docker", "podman"):
-        from specrepro.launch import secret_specs
-
         for name, var in secret_specs(plat):
             if not var:
                 problems.append(f"platform.passthrough_env: {name}: `{plat['container_runtime']} inspect` shows every "
@@ -435,32 +439,6 @@ def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
                                 f"the server as read-only files; write it as {name}:VARIABLE, VARIABLE being the one "
                                 f"through which the server reads it from a file (HF_TOKEN needs none: HF_TOKEN_PATH)")
     return problems
-
-
-def _claims_problems(cfg: Dict[str, Any]) -> List[str]:
-    """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside)."""
-    from specrepro.analysis.claims import ClaimsError, claim_problems, load_claims
-
-    exp = cfg["experiment"]
-    path = Path(exp["claims"]) if Path(exp["claims"]).is_absolute() else CONF_DIR / exp["claims"]
-    try:
-        claims = load_claims(path)
-    except ClaimsError as exc:
-        return [f"experiment.claims: {exc}"]
-    skip = set(exp.get("skip_claims") or [])
-    ids = {c.get("id") for c in claims if isinstance(c, dict)}
-    problems = [f"experiment.skip_claims: {sorted(skip - ids)} are not claims of {path}"] if skip - ids else []
-    kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
-    arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
-    from specrepro.sweep import claims_per_level
-
-    judged = claims_per_level([c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)], cfg)
-    greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
-              and v["gsm8k"].get("temperature") == 0}
-    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy)
-    if found:
-        found[-1] += " (a claim this campaign cannot judge: list its id in experiment.skip_claims)"
-    return problems + found
 
 
 def _flag_problems(cfg: Dict[str, Any]) -> List[str]:

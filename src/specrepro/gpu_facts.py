@@ -18,7 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-PROBE_DIR_INSIDE = "/opt/specrepro-gpu-facts"
+from specrepro.arm_plan import ArmPlan
+from specrepro.launch import LaunchContext, Launcher
 NVIDIA_FIELDS = ["index", "name", "driver_version", "pstate", "clocks.sm", "clocks.mem", "power.limit",
                  "temperature.gpu", "memory.used", "memory.total", "compute_mode"]
 FINGERPRINT_KEYS = ("gpu_model", "driver", "runtime_version", "image_id", "perf_level", "power_cap_w",
@@ -166,27 +167,19 @@ def no_gpu_facts() -> Dict[str, Any]:
     return {"source": "none", "gpus": [], "note": "no GPU: this platform has no accelerator (the run was on a CPU)"}
 
 
-def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int], log) -> Dict[str, Any]:
+def collect(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], log) -> Dict[str, Any]:
     """Facts from inside the arm's image, on its granted GPUs (a throwaway container with the server's devices)."""
-    from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, job_context
+    from specrepro.probes import probe_argv, run_probe
 
-    if cfg["platform"]["accelerator"] == "none" or not gpus:
+    gpus = list(ctx.gpus)
+    if plan.platform["accelerator"] == "none" or not gpus:
         return no_gpu_facts()
-    launcher = Launcher(Campaign(cfg), arm)
-    probe_dir = Path(cfg["cache_dir"]) / "gpu-facts-probe"
+    probe_dir = Path(plan.cache_dir) / "gpu-facts-probe"
     probe_dir.mkdir(parents=True, exist_ok=True)
     (probe_dir / "probe.py").write_text(PROBE_SOURCE)
-    if launcher.runtime == "none":
-        argv = [image.get("python") or cfg["platform"]["python"], str(probe_dir / "probe.py")]
-    else:
-        ctx = job_context(cfg, image, gpus)
-        launcher.prepare(ctx)
-        argv = launcher.wrap(ctx, ["python3", f"{PROBE_DIR_INSIDE}/probe.py"], server=True,
-                             extra_mounts=[Mount(str(probe_dir), PROBE_DIR_INSIDE, True)], name_suffix="-facts")
+    python = (image.get("python") or plan.platform["python"]) if launcher.runtime == "none" else "python3"
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300,
-                              env=launcher.process_env(LaunchContext(port=0, launch_id="facts")))
+        proc = run_probe(launcher, ctx, probe_argv(launcher, ctx, python, probe_dir / "probe.py", [], "facts"), 300)
         raw = json.loads(proc.stdout) if proc.returncode == 0 else None
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         raw, proc = None, None
@@ -200,7 +193,7 @@ def collect(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int
     from specrepro import node_facts as nf
 
     try:
-        table = nf.node_gpus(cfg["platform"]["accelerator"], Path(cfg["platform"].get("node_root") or "/"))
+        table = nf.node_gpus(plan.platform["accelerator"], Path(plan.platform.get("node_root") or "/"))
         facts["granted_devices"] = [{"index": g, "pci": table[g].pci, "uuid": table[g].uuid} for g in gpus
                                     if g < len(table)]
     except nf.NodeFactsError as exc:

@@ -175,19 +175,15 @@ def save_archive(rt: List[str], ref: str, archive: Path, log: IO) -> None:
     partial.replace(archive)
 
 
-def resolve_base(cfg: Dict[str, Any], output: Path, log: IO) -> Dict[str, Any]:
-    """The base image, resolved once per campaign to what every arm runs."""
-    plat = cfg["platform"]
+def resolve_base(plat: Dict[str, Any], ref: str, cache_dir: Path, output: Path, log: IO) -> Dict[str, Any]:
+    """The base image (`ref`: the platform's, the pin filled in), resolved once per campaign to what every arm runs."""
     runtime = plat["container_runtime"]
-    cache = Path(cfg["cache_dir"]) / "images"
+    cache = Path(cache_dir) / "images"
     record: Dict[str, Any] = {"runtime": runtime, "platform": plat["name"]}
     if runtime == "none":
         record.update(kind="none")
         write_json(output, record)
         return record
-    from specrepro.campaign import Campaign
-
-    ref = Campaign(cfg).base_image_ref
     record["ref"] = ref
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)
@@ -262,37 +258,42 @@ def build_context(ctx: Path, patches: List[Path], recipe_args: Dict[str, str]) -
     return content_hash
 
 
-def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: List[Path], output: Path, log: IO,
-                base_record: Optional[Path] = None) -> Dict[str, Any]:
-    from specrepro.campaign import Campaign
+def tree_record(plan: ArmPlan, record: Dict[str, Any], manifest: Dict[str, Any], tree: Path, log: IO) -> Dict[str, Any]:
+    """A platform without containers: the arm serves its tree (patched or not) with the platform's Python."""
+    plat = plan.platform
+    pkg_parent = tree / (manifest.get("package_dir") or manifest["source"]["package_dir"])
+    if plat.get("python_env"):
+        from specrepro.sglang_env import ensure_env
+
+        record["env"] = ensure_env(Path(plan.cache_dir), Path(plan.project_root) / "requirements" / plat["python_env"],
+                                   log)
+    # The arm's tree first: it wins over anything the environment holds.
+    paths = [str(pkg_parent.parent), *plat.get("pythonpath", [])]
+    record.update(kind="tree", python=plan.python, sglang_root=str(pkg_parent.parent),
+                  pythonpath=os.pathsep.join(paths))
+    print(f"arm {plan.name}: platform {plat['name']} without a container, sglang tree {pkg_parent}, python "
+          f"{plan.python}", file=log)
+    return record
+
+
+def image_stage(plan: ArmPlan, series_spec: Optional[Dict[str, Any]], tree_manifest: Path, verdicts: List[Path],
+                output: Path, log: IO, base_record: Optional[Path] = None) -> Dict[str, Any]:
+    """The image the arm runs: its tree (no container), the base itself (unpatched), or the base with its series'
+    patches applied by the same patching.py (patched).  Refused when the series failed its checks."""
     from specrepro.patch_check import refuse_failed
     from specrepro.series import resolve_patches
 
-    campaign = Campaign(cfg)
+    arm, series, ref = plan.name, plan.series, plan.ref
     refused = refuse_failed(arm, verdicts)
     if refused:
         raise ImageError(refused)
-    plat = cfg["platform"]
+    plat = plan.platform
     manifest = json.loads(tree_manifest.read_text())
-    series = campaign.series_of(arm)
-    ref = campaign.ref_of(arm)
-    tree = tree_manifest.parent / "tree"
     runtime = plat["container_runtime"]
     record: Dict[str, Any] = {"arm": arm, "platform": plat["name"], "runtime": runtime, "sglang_ref": ref,
                               "patch_series": series, "patch_sha256": [p["sha256"] for p in manifest.get("patches", [])]}
     if runtime == "none":
-        pkg_parent = tree / (manifest.get("package_dir") or manifest["source"]["package_dir"])
-        python = campaign.python
-        if plat.get("python_env"):
-            from specrepro.sglang_env import ensure_env
-
-            record["env"] = ensure_env(campaign.cache_dir, campaign.project_root / "requirements" / plat["python_env"],
-                                       log)
-        # The arm's tree first: it wins over anything the environment holds.
-        paths = [str(pkg_parent.parent), *plat.get("pythonpath", [])]
-        record.update(kind="tree", python=python, sglang_root=str(pkg_parent.parent), pythonpath=os.pathsep.join(paths))
-        print(f"arm {arm}: platform {plat['name']} without a container, sglang tree {pkg_parent}, python {python}",
-              file=log)
+        record = tree_record(plan, record, manifest, tree_manifest.parent / "tree", log)
         write_json(output, record)
         return record
 
@@ -304,16 +305,16 @@ def image_stage(cfg: Dict[str, Any], arm: str, tree_manifest: Path, verdicts: Li
                       archive=base.get("archive"), built=False)
         write_json(output, record)
         return record
-    patches = resolve_patches(campaign.series_spec(series), campaign.cache_dir, log)
+    patches = resolve_patches(series_spec, Path(plan.cache_dir), log)
     ctx = output.parent / f"{arm}.context"
     # docker/podman: FROM the base's node-local ID tag (base_tag), which every node gives the base it pulled by digest
     # or loaded from its archive; a load restores no registry digest, and BuildKit would look an ID up on Docker Hub.
     base_from = base_tag(base["image_id"]) if runtime in ("docker", "podman") else base["pinned"]
     content_hash = build_context(ctx, patches, {"base_from": base_from, "base_id": base["image_id"], "ref": ref,
-                                                "runtime": runtime, "version": cfg["sglang"]["version"],
+                                                "runtime": runtime, "version": plan.sglang_version,
                                                 "series": series, "sglang_root": plat["image_sglang_root"]})
-    name = f"sglang-{cfg['sglang']['version']}-{series}-{content_hash}"
-    cache = campaign.cache_dir / "images"
+    name = f"sglang-{plan.sglang_version}-{series}-{content_hash}"
+    cache = Path(plan.cache_dir) / "images"
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)
         check_runtime(plat)
@@ -419,10 +420,9 @@ def ensure_base(rt: List[str], base: Dict[str, Any], runtime: str, log: IO) -> N
     tag_base(rt, base["image_id"], log)
 
 
-def layer_on_node(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
+def layer_on_node(plat: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
     """`image_distribution: layer`: the patched image built on this node from the shared build context, on the base
     the build host resolved, and held to the build host's applied record.  Returns the record to run."""
-    plat = cfg["platform"]
     rt = runtime_command(plat)
     tag, content_hash, base = record["tag"], record["content_hash"], record["base"]
 
@@ -461,7 +461,7 @@ def layer_on_node(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[
     return {**record, "image": info["id"], "node_image_id": info["id"], "node_built": built}
 
 
-def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[str, Any]:
+def ensure_image(plan: ArmPlan, record: Dict[str, Any], log: IO) -> Dict[str, Any]:
     """Make the arm's image present on this node; return the image record to run (for `layer`, the node's own build).
 
     docker/podman: loaded from its archive (or pulled by digest) under a
@@ -469,14 +469,14 @@ def ensure_image(cfg: Dict[str, Any], record: Dict[str, Any], log: IO) -> Dict[s
     one the image stage recorded.  `layer`: built here from the build context
     (layer_on_node).  apptainer/pyxis: the file must be readable.
     """
-    plat = cfg["platform"]
+    plat = plan.platform
     runtime = plat["container_runtime"]
     if runtime == "none" or record.get("kind") == "tree":
         return record
     if runtime in ("docker", "podman"):
         print(f"{runtime} {check_runtime(plat)} answers on this node", file=log, flush=True)
     if record.get("distribution") == "layer":
-        return layer_on_node(cfg, record, log)
+        return layer_on_node(plat, record, log)
     want = record["image_id"]
     if runtime in ("docker", "podman"):
         rt = runtime_command(plat)

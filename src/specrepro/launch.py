@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from specrepro.config import secret_specs
 from specrepro.errors import SpecreproError
-from specrepro.campaign import BenchRun, Campaign
+from specrepro.arm_plan import ArmPlan, BenchRun
 
 LABEL_PREFIX = "org.specrepro"
 # Server arguments whose value may be a local path the server reads.
@@ -46,9 +47,6 @@ PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
 GpuIndex = Union[int, str]
 # Where a docker/podman server finds its secrets (read-only files, one per name).
 SECRETS_INSIDE = "/run/specrepro/secrets"
-# The variable through which a secret's reader takes a file instead of the value: huggingface_hub reads the token
-# from the file HF_TOKEN_PATH names.  Others: `platform.passthrough_env: [NAME:PATH_VARIABLE]`.
-SECRET_FILE_VARS = {"HF_TOKEN": "HF_TOKEN_PATH"}
 
 
 class LaunchError(SpecreproError, RuntimeError):
@@ -57,15 +55,6 @@ class LaunchError(SpecreproError, RuntimeError):
 
 class RuntimeUnreachable(LaunchError):
     """The container runtime does not answer on this host (no docker daemon at DOCKER_HOST, no podman)."""
-
-
-def secret_specs(plat: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
-    """`platform.passthrough_env` as (name, variable that names its file inside the container, or None)."""
-    out = []
-    for entry in plat.get("passthrough_env") or []:
-        name, _, var = str(entry).partition(":")
-        out.append((name, var or SECRET_FILE_VARS.get(name)))
-    return out
 
 
 def secrets_root() -> Path:
@@ -145,27 +134,28 @@ class LaunchContext:
         if not self.secrets_dir and not str(self.launch_id).startswith("$"):
             self.secrets_dir = str(secrets_root() / str(self.launch_id))
 
-    def substitutions(self, campaign: Campaign, arm: str) -> Dict[str, str]:
-        """Symbol -> value, to turn a planned argv into this launch's."""
-        plan = planned_context(campaign, arm)
-        subs = {str(plan.port): str(self.port), plan.launch_id: self.launch_id, plan.image: self.image,
-                plan.user: self.user, plan.image_id: _cache_key(self.image_id), plan.owner: self.owner,
-                plan.secrets_dir: self.secrets_dir}
-        for sym, real in zip(plan.gpus, self.gpus):
-            subs[str(sym)] = str(real)
-        for sym, real in zip(plan.renders, self.renders):
-            subs[str(sym)] = str(real)
-        if plan.device_gid:
-            subs[str(plan.device_gid)] = str(self.device_gid)
+    def substitutions(self, plan: ArmPlan) -> Dict[str, str]:
+        """Symbol -> value, to turn the arm's planned argv into this launch's."""
+        sym = planned_context(plan)
+        subs = {str(sym.port): str(self.port), sym.launch_id: self.launch_id, sym.image: self.image,
+                sym.user: self.user, sym.image_id: _cache_key(self.image_id), sym.owner: self.owner,
+                sym.secrets_dir: self.secrets_dir}
+        for s, real in zip(sym.gpus, self.gpus):
+            subs[str(s)] = str(real)
+        for s, real in zip(sym.renders, self.renders):
+            subs[str(s)] = str(real)
+        if sym.device_gid:
+            subs[str(sym.device_gid)] = str(self.device_gid)
         return subs
 
 
-def planned_context(campaign: Campaign, arm: str) -> LaunchContext:
-    n = campaign.server_gpus if campaign.cfg["platform"]["accelerator"] != "none" else 0
-    return LaunchContext(port=campaign.cfg["serve"]["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
+def planned_context(plan: ArmPlan) -> LaunchContext:
+    """The arm's launch with a symbol for every value known only at launch."""
+    n = plan.gpus_needed
+    return LaunchContext(port=plan.serve["port"] or "$PORT", launch_id="$LAUNCH", image="$IMAGE",
                          image_id="$IMAGE_ID", gpus=[f"$GPU{i}" for i in range(n)], gpu_source="plan", user="$USER",
                          renders=[f"$RENDER{i}" for i in range(n)], owner="$OWNER", secrets_dir="$SECRETS",
-                         device_gid="$DEVICE_GID" if campaign.cfg["platform"].get("gpu_device_pattern") and n else None)
+                         device_gid="$DEVICE_GID" if plan.platform.get("gpu_device_pattern") and n else None)
 
 
 def substitute(argv: Sequence[str], subs: Dict[str, str]) -> List[str]:
@@ -203,7 +193,7 @@ def parse_gpu_list(text: str, source: str, plat: Optional[Dict[str, Any]] = None
     return out
 
 
-def job_context(cfg: Dict[str, Any], image: Dict[str, Any], gpus: List[int], gpu_source: str = "",
+def job_context(plan: ArmPlan, image: Dict[str, Any], gpus: List[int], gpu_source: str = "",
                 port: Union[int, str] = 0, launch_id: Optional[str] = None) -> LaunchContext:
     """One launch's context on this node, made once for every container a measuring job starts (server, preflight,
     GPU facts, GPU check): its image, the caller, the granted GPUs and what their device files need."""
@@ -211,17 +201,17 @@ def job_context(cfg: Dict[str, Any], image: Dict[str, Any], gpus: List[int], gpu
 
     return LaunchContext(port=port, launch_id=launch_id or uuid.uuid4().hex[:12], image=image.get("image", ""),
                          image_id=image.get("image_id", ""), gpus=list(gpus), gpu_source=gpu_source,
-                         user=caller_user(cfg), **device_context(cfg, list(gpus)))
+                         user=caller_user(plan.serve), **device_context(plan.platform, list(gpus)))
 
 
-def device_context(cfg: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
+def device_context(plat: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
     """What a launch's device flags need from the node: the granted GPUs' render minors (KFD topology) and the
     group owning the device files (every one of them must share it, else a non-root server cannot open them all)."""
-    pattern = cfg["platform"].get("gpu_device_pattern") or ""
+    pattern = plat.get("gpu_device_pattern") or ""
     if not gpus or not pattern:
         return {"renders": [], "device_gid": None}
-    renders = render_minors(cfg, gpus) if "{render}" in pattern else []
-    hosts = [d.split(":")[0] for d in (cfg["platform"].get("gpu_shared_devices") or [])]
+    renders = render_minors(plat, gpus) if "{render}" in pattern else []
+    hosts = [d.split(":")[0] for d in (plat.get("gpu_shared_devices") or [])]
     hosts += [pattern.format(index=g, render=r).split(":")[0] for g, r in zip(gpus, renders or [None] * len(gpus))]
     groups = {}
     for path in hosts:
@@ -236,12 +226,11 @@ def device_context(cfg: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
     return {"renders": renders, "device_gid": next(iter(groups.values()))}
 
 
-def render_minors(cfg: Dict[str, Any], gpus: List[int]) -> List[int]:
+def render_minors(plat: Dict[str, Any], gpus: List[int]) -> List[int]:
     """The DRI render minor of each granted GPU, as the node's own KFD topology says (not 128 + index: the driver
     leaves gaps for partitions, and in CPX mode one physical GPU is several agents)."""
     from specrepro import node_facts
 
-    plat = cfg["platform"]
     try:
         table = node_facts.rocm_gpus(Path(plat.get("node_root") or "/"))
     except node_facts.NodeFactsError as exc:
@@ -253,12 +242,12 @@ def render_minors(cfg: Dict[str, Any], gpus: List[int]) -> List[int]:
     return [table[g].render_minor for g in gpus]
 
 
-def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None,
+def granted_gpus(plan: ArmPlan, environ: Optional[Dict[str, str]] = None,
                  needed: Optional[int] = None) -> Tuple[List[int], str]:
     """The node GPUs this job may use (`needed`, default model.gpus), and where that came from."""
     environ = os.environ if environ is None else environ
-    plat = cfg["platform"]
-    needed = cfg["model"]["gpus"] if needed is None else needed
+    plat = plan.platform
+    needed = plan.model_gpus if needed is None else needed
     if plat["accelerator"] == "none":
         return [], "no accelerator"
     gpus, source = None, ""
@@ -266,19 +255,19 @@ def granted_gpus(cfg: Dict[str, Any], environ: Optional[Dict[str, str]] = None,
         if environ.get(name, "").strip():
             gpus, source = parse_gpu_list(environ[name], name, plat), name
             break
-    if gpus is None and cfg["serve"].get("gpus") is not None:
-        gpus, source = list(cfg["serve"]["gpus"]), "serve.gpus"
+    if gpus is None and plan.serve.get("gpus") is not None:
+        gpus, source = list(plan.serve["gpus"]), "serve.gpus"
     if gpus is None:
         raise LaunchError(f"no GPUs granted to this job: none of {plat['gpu_grant_env']} is set (Slurm sets them "
                           f"with --gres=gpu:N); on one host without a scheduler set serve.gpus=[0,1,...]")
     if len(gpus) < needed:
         raise LaunchError(f"{source}={','.join(map(str, gpus))}: {len(gpus)} GPUs granted, this job needs {needed} "
-                          f"(model.gpus={cfg['model']['gpus']})")
+                          f"(model.gpus={plan.model_gpus})")
     return gpus[:needed], source
 
 
-def caller_user(cfg: Dict[str, Any]) -> str:
-    user = cfg["serve"].get("container_user") or "caller"
+def caller_user(serve: Dict[str, Any]) -> str:
+    user = serve.get("container_user") or "caller"
     return f"{os.getuid()}:{os.getgid()}" if user == "caller" else user
 
 
@@ -301,36 +290,34 @@ class Mount:
 class Launcher:
     """Command lines of one arm's server and clients on its platform."""
 
-    def __init__(self, campaign: Campaign, arm: str):
-        self.campaign = campaign
-        self.cfg = campaign.cfg
-        self.plat = campaign.cfg["platform"]
+    def __init__(self, plan: ArmPlan):
+        self.plan = plan
+        self.plat = plan.platform
         self.runtime = self.plat["container_runtime"]
-        self.arm = arm
+        self.arm = plan.name
 
     # --- pieces ---------------------------------------------------------------
     def runtime_command(self) -> List[str]:
         return list(self.plat.get("runtime_command") or [self.runtime])
 
     def container_name(self, ctx: LaunchContext) -> str:
-        return f"specrepro-{self.campaign.name}-{self.arm}-{ctx.launch_id}"
+        return f"specrepro-{self.plan.campaign}-{self.arm}-{ctx.launch_id}"
 
     def labels(self, ctx: LaunchContext) -> Dict[str, str]:
-        return {f"{LABEL_PREFIX}.campaign": self.campaign.name, f"{LABEL_PREFIX}.arm": self.arm,
+        return {f"{LABEL_PREFIX}.campaign": self.plan.campaign, f"{LABEL_PREFIX}.arm": self.arm,
                 f"{LABEL_PREFIX}.launch": ctx.launch_id, f"{LABEL_PREFIX}.user": ctx.owner}
 
     def compile_cache(self, ctx: LaunchContext) -> Path:
-        return self.campaign.cache_dir / "compile" / _cache_key(ctx.image_id)
+        return Path(self.plan.cache_dir) / "compile" / _cache_key(ctx.image_id)
 
     def mounts(self, ctx: LaunchContext) -> List[Mount]:
-        out = [Mount(str(self.campaign.arm_dir(self.arm)), str(self.campaign.arm_dir(self.arm)), False)]
-        args = self.campaign.server_args(self.arm)
+        out = [Mount(str(self.plan.arm_dir), str(self.plan.arm_dir), False)]
         for key in PATH_ARGS:
-            value = args.get(key)
+            value = self.plan.server_args.get(key)
             if isinstance(value, str) and value.startswith("/"):
                 out.append(Mount(value, value, True))
-        for run in self.campaign.bench_runs(self.arm):
-            for path in self.campaign.client_data_files(run.benchmark):
+        for files in self.plan.client_data.values():
+            for path in files:
                 out.append(Mount(path, path, True))
         if self.plat.get("hf_home"):
             out.append(Mount(self.plat["hf_home"], self.plat["hf_home"], False))
@@ -353,7 +340,7 @@ class Launcher:
         and docker would silently create as an empty root-owned folder (the server would then see no model)."""
         if self.runtime != "none" and self.plat.get("compile_cache_env"):
             (self.compile_cache(ctx) / "home").mkdir(parents=True, exist_ok=True)
-        self.campaign.arm_dir(self.arm).mkdir(parents=True, exist_ok=True)
+        self.plan.arm_dir.mkdir(parents=True, exist_ok=True)
         if self.runtime in ("docker", "podman"):
             missing = [m.host for m in self.mounts(ctx) if not os.path.exists(m.host)]
             if missing:
@@ -408,7 +395,7 @@ class Launcher:
         env = {k: str(v) for k, v in (self.plat.get("server_env") or {}).items()}
         # Millisecond timestamps in the log; UTC so windows compare across hosts.
         env.update(SGLANG_LOG_MS="1", TZ="UTC", PYTHONUNBUFFERED="1")
-        if self.cfg.get("offline"):
+        if self.plan.offline:
             env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         if self.plat.get("hf_home"):
             env["HF_HOME"] = self.plat["hf_home"]
@@ -451,11 +438,11 @@ class Launcher:
 
     def server_command(self, ctx: LaunchContext, python: str) -> List[str]:
         head = [part.replace("{python}", python) for part in self.plat["server_command"]]
-        return head + self.campaign.server_flags(self.arm, self.cfg["serve"]["host"], ctx.port)
+        return head + self.plan.server_flags(ctx.port)
 
     # --- whole command lines --------------------------------------------------------
     def server_argv(self, ctx: LaunchContext, python: Optional[str] = None) -> List[str]:
-        python = python or self.campaign.python
+        python = python or self.plan.python
         inner = self.server_command(ctx, python)
         return self.wrap(ctx, inner, server=True)
 
@@ -508,12 +495,11 @@ class Launcher:
 
     def client_argv(self, ctx: LaunchContext, run: BenchRun, out_dir: str, python: Optional[str] = None) -> List[str]:
         """A benchmark repeat's client: GSM8K on the host (plain HTTP), bench_serving next to the server."""
-        kind = self.campaign.benchmark(run.benchmark)["kind"]
-        base_url = f"http://{self.cfg['serve']['host']}:{ctx.port}"
+        kind = self.plan.benchmarks[run.benchmark]["kind"]
+        base_url = f"http://{self.plan.serve['host']}:{ctx.port}"
         if kind == "gsm8k":
-            return self.campaign.gsm8k_argv(run.benchmark, run.repeat, base_url, out_dir)
-        inner = self.campaign.bench_serving_argv(run.benchmark, run.repeat, base_url, f"{out_dir}/bench_serving.jsonl",
-                                                 python=python or self.campaign.python)
+            return self.plan.gsm8k_argv(run.benchmark, run.repeat, base_url, out_dir)
+        inner = self.plan.bench_serving_argv(run.benchmark, base_url, f"{out_dir}/bench_serving.jsonl", python=python)
         return self.wrap(ctx, inner, server=False)
 
     def stop_argv(self, ctx: LaunchContext, grace_s: float) -> List[List[str]]:

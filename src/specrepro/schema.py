@@ -15,6 +15,71 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 
+class Accelerator(Enum):
+    rocm = "rocm"
+    cuda = "cuda"
+    none = "none"
+
+
+class ContainerRuntime(Enum):
+    docker = "docker"
+    podman = "podman"
+    apptainer = "apptainer"
+    # Slurm's srun --container-image (pyxis + enroot)
+    pyxis = "pyxis"
+    # a bare process on the node (the platform's Python, or a venv the pipeline builds)
+    none = "none"
+
+
+class ImageDistribution(Enum):
+    # only the build context travels; the node brings the base by digest and builds the patch layer, held to the
+    # build host's applied record
+    layer = "layer"
+    # a full `save` under cache_dir/images, loaded on the GPU node when missing there
+    archive = "archive"
+    # one host builds and runs
+    node = "node"
+
+
+class BaseDistribution(Enum):
+    # by the base's repository digest
+    pull = "pull"
+    archive = "archive"
+
+
+class SourceMethod(Enum):
+    # git where reachable, else the package registry's release
+    auto = "auto"
+    git = "git"
+    registry = "registry"
+
+
+class BenchmarkKind(Enum):
+    gsm8k = "gsm8k"
+    bench_serving = "bench_serving"
+
+
+class Placement(Enum):
+    # one measuring arm per node at a time
+    exclusive = "exclusive"
+    # arms share a node (GPUs permitting): recorded with every result and flagged as a noise risk
+    packed = "packed"
+
+
+class GpuCheckMode(Enum):
+    # the GPU checks the arms' series declare, on every arm of a platform with an accelerator
+    auto = "auto"
+    # also on a CPU, where a probe reports what it could not execute
+    always = "always"
+    never = "never"
+
+
+class Multiplicity(Enum):
+    # Holm's step-down over every claim judged
+    holm = "holm"
+    none = "none"
+
+
 @dataclass
 class DataSource:
     # Where the file is read from (the submit host and the GPU nodes see it: a shared folder).  Online, a missing
@@ -62,13 +127,11 @@ class ModelConfig:
 @dataclass
 class PlatformConfig:
     name: str = MISSING
-    # rocm | cuda | none
-    accelerator: str = MISSING
+    accelerator: Accelerator = MISSING
     gpu_model: Optional[str] = None
     gpu_arch: Optional[str] = None
     gpus_per_node: int = 0
-    # docker | podman | apptainer | pyxis (srun --container-image) | none (bare process)
-    container_runtime: str = "none"
+    container_runtime: ContainerRuntime = ContainerRuntime.none
     # How to call the runtime (e.g. [podman, --root, /scratch/podman] or a full path); None: its name.
     runtime_command: Optional[List[str]] = None
     # Base image to patch; `{version}` is the pinned sglang version.  Resolved to
@@ -76,13 +139,11 @@ class PlatformConfig:
     base_image: Optional[str] = None
     # Where the base image has sglang installed (editable checkout).
     image_sglang_root: Optional[str] = None
-    # How a patched image reaches the node that runs it (docker/podman): `layer` (only the build context travels;
-    # the node brings the base by digest and builds the patch layer, held to the build host's applied record),
-    # `archive` (a full `save` under cache_dir/images, loaded on the GPU node when missing there) or `node` (one
-    # host builds and runs).  apptainer and pyxis images are single files on the shared filesystem either way.
-    image_distribution: str = "archive"
-    # How the base image reaches GPU nodes: `pull` (by its repository digest) or `archive`.
-    base_distribution: str = "pull"
+    # How a patched image reaches the node that runs it (docker/podman).  apptainer and pyxis images are single files
+    # on the shared filesystem either way.
+    image_distribution: ImageDistribution = ImageDistribution.archive
+    # How the base image reaches GPU nodes.
+    base_distribution: BaseDistribution = BaseDistribution.pull
     # Node-local folder for the locks that serialise image loads on one node.
     node_lock_dir: str = "/tmp"
     # Extra arguments for the container runtime's run command (ipc, shm, security).
@@ -138,8 +199,7 @@ class SglangConfig:
     version: str = MISSING
     git_url: str = "https://github.com/sgl-project/sglang.git"
     git_ref: str = MISSING
-    # auto: git where reachable, else the package registry's release
-    source: str = "auto"
+    source: SourceMethod = SourceMethod.auto
 
 
 @dataclass
@@ -247,8 +307,7 @@ class HeadlineTable:
 
 @dataclass
 class BenchmarkConfig:
-    # gsm8k | bench_serving
-    kind: str = MISSING
+    kind: BenchmarkKind = MISSING
     # None: experiment.repeats
     repeats: Optional[int] = None
     gsm8k: Optional[Gsm8kSettings] = None
@@ -375,9 +434,7 @@ class ServeConfig:
     bench_timeout_s: float = 7200.0
     # Seconds the log may take to show a window's last decode lines.
     log_settle_s: float = 0.5
-    # exclusive: one measuring arm per node at a time.  packed: arms share a
-    # node (GPUs permitting); recorded with every result and flagged as a noise risk.
-    placement: str = "exclusive"
+    placement: Placement = Placement.exclusive
     # Containers run as this `uid:gid`; `caller`: the user running the campaign,
     # so results/ holds no root-owned files (root-squashed NFS).
     container_user: str = "caller"
@@ -402,9 +459,7 @@ class PreflightConfig:
 
 @dataclass
 class GpuCheckConfig:
-    # auto: the GPU checks the arms' patch series declare, on every arm of a platform with an accelerator; always
-    # (also on a CPU, where a probe reports what it could not execute); never.
-    enabled: str = "auto"
+    enabled: GpuCheckMode = GpuCheckMode.auto
     # Upper bound for one series' GPU checks on one arm (probe and judge); a check's own timeout_s bounds its probe.
     timeout_s: float = 900.0
 
@@ -413,8 +468,7 @@ class GpuCheckConfig:
 class AnalysisConfig:
     # Familywise level of the claim verdicts: each claim is one-sided at alpha / 2 (its 95% interval).
     alpha: float = 0.05
-    # holm (step-down over every claim judged) | none
-    multiplicity: str = "holm"
+    multiplicity: Multiplicity = Multiplicity.holm
     # Relative band of `equal` and `not_below` claims that give none.
     default_margin: float = 0.02
     # Relative SD between two server launches of one arm, per metric: what a comparison of arms measured on one

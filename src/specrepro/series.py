@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 from typing import IO, Any, Dict, List
-from specrepro.errors import SpecreproError
+from specrepro.errors import SpecreproError, hydra_message
 
 SPEC_FILE = "series.yaml"
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -43,8 +43,6 @@ def load_series(folder: Path) -> Dict[str, Any]:
         spec = OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(SeriesSpec), OmegaConf.load(path)),
                                       resolve=True, throw_on_missing=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
-        from specrepro.config import hydra_message
-
         raise SeriesError(f"{path}: {hydra_message(exc)}") from exc
     problems = []
     for i, entry in enumerate(spec["patches"]):
@@ -98,11 +96,35 @@ def checks_of(spec: Dict[str, Any], where: str) -> List[Dict[str, Any]]:
 
 def resolve_patches(spec: Dict[str, Any], cache_dir: Path, log: IO) -> List[Path]:
     """The series' patch files in order; URL patches fetched once into the cache and held to their sha256."""
-    from specrepro.sources import fetch_url_patch
-
     folder = Path(spec["folder"])
     return [folder / e["path"] if e.get("path") else fetch_url_patch(e["url"], e["sha256"], cache_dir, log)
             for e in spec["patches"]]
+
+
+def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
+    """A patch given by URL, fetched once into the cache and held to its sha256."""
+    import shutil
+    import urllib.request
+
+    from specrepro.patching import sha256_file
+
+    target = cache_dir / "patches" / f"{sha256}.patch"
+    if target.is_file() and sha256_file(target) == sha256:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    print(f"fetching patch {url}", file=log, flush=True)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as resp, open(partial, "wb") as fh:
+            shutil.copyfileobj(resp, fh)
+    except OSError as exc:
+        raise SeriesError(f"patch URL {url}: {exc}") from exc
+    got = sha256_file(partial)
+    if got != sha256:
+        partial.unlink()
+        raise SeriesError(f"patch URL {url}: sha256 {got} does not match the configured {sha256}")
+    partial.rename(target)
+    return target
 
 
 def content_key(spec: Dict[str, Any]) -> Dict[str, Any]:

@@ -6,7 +6,7 @@ benchmark invocation (the argv `plan` prints); its accept length is read from
 three sources scoped to its window (decode-log byte offsets of this launch,
 per-request meta_info, /metrics deltas).
 
-Every run record carries its key (`Campaign.run_key`: the arm's resolved
+Every run record carries its key (`ArmPlan.run_key`: the arm's resolved
 server command, its image inputs, the benchmark's settings, the platform).  A
 record is reused only under the same key; one whose key no longer matches is
 moved aside to `superseded/` (kept, never counted) and measured again.  Every
@@ -33,7 +33,7 @@ import requests
 from specrepro.errors import SpecreproError
 from specrepro import accept_length as al
 from specrepro import effective_config, gpu_facts
-from specrepro.campaign import BenchRun, Campaign
+from specrepro.arm_plan import ArmPlan, BenchRun
 from specrepro.fileio import write_json
 from specrepro.launch import LaunchContext, Launcher, granted_gpus, job_context
 from specrepro.redaction import mask_bytes, redact, secret_values
@@ -69,19 +69,18 @@ def log_tail(path: Path, lines: int = 40, start: int = 0) -> str:
 class Server:
     """A launched sglang server (bare process group or container)."""
 
-    def __init__(self, campaign: Campaign, arm: str, image: Dict[str, Any], log_path: Path, ctx: LaunchContext):
-        self.campaign = campaign
-        self.cfg = campaign.cfg
-        self.arm = arm
+    def __init__(self, plan: ArmPlan, launcher: Launcher, image: Dict[str, Any], log_path: Path, ctx: LaunchContext):
+        self.plan = plan
+        self.arm = plan.name
         self.image = image
         self.log_path = log_path
         self.ctx = ctx
-        self.launcher = Launcher(campaign, arm)
-        self.host = self.cfg["serve"]["host"]
+        self.launcher = launcher
+        self.host = plan.serve["host"]
         self.base_url = f"http://{self.host}:{ctx.port}"
         self.proc: Optional[subprocess.Popen] = None
         self.launch_id = ctx.launch_id
-        self.python = image.get("python") or self.cfg["platform"]["python"]
+        self.python = image.get("python") or plan.platform["python"]
         self.argv = self.launcher.server_argv(ctx, self.python)
         self.log_start = 0
         # what /server_info said after readiness (effective_config.probe)
@@ -235,7 +234,7 @@ def signals_raise():
             signal.signal(s, h)
 
 
-def warmup_batches(campaign: Campaign, arm: str) -> List[Dict[str, Any]]:
+def warmup_batches(plan: ArmPlan) -> List[Dict[str, Any]]:
     """Per benchmark of the arm: max(serve.warmup_requests, its concurrency) requests shaped like its own.
 
     Shaped like the measured requests (prompt length, output length, sampling,
@@ -246,14 +245,13 @@ def warmup_batches(campaign: Campaign, arm: str) -> List[Dict[str, Any]]:
     """
     from specrepro.gsm8k import STOP, few_shot_prefix, load_test_set, one_example
 
-    least = campaign.cfg["serve"]["warmup_requests"]
+    least = plan.serve["warmup_requests"]
     batches = []
-    for name in dict.fromkeys(campaign.arm(arm)["benchmarks"]):
-        bench = campaign.benchmark(name)
+    for name, bench in plan.benchmarks.items():
         if bench["kind"] == "gsm8k":
             g = bench["gsm8k"]
             n = max(least, g["parallel"])
-            items = load_test_set(campaign.cfg["data"][g["test_data"]], f"data.{g['test_data']}")
+            items = load_test_set(plan.data[g["test_data"]], f"data.{g['test_data']}")
             prefix = few_shot_prefix(items, g["num_shots"])
             sampling = {"temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"], "stop": STOP}
             if g.get("top_k") is not None:
@@ -274,7 +272,7 @@ def warmup_batches(campaign: Campaign, arm: str) -> List[Dict[str, Any]]:
 
 
 def metrics_snapshot(server: Server) -> Dict[str, float]:
-    if not server.cfg["serve"]["enable_metrics"]:
+    if not server.plan.serve["enable_metrics"]:
         return {}
     try:
         r = requests.get(f"{server.base_url}/metrics", timeout=10)
@@ -284,12 +282,12 @@ def metrics_snapshot(server: Server) -> Dict[str, float]:
 
 
 def _run_client(server: Server, run: BenchRun, argv: List[str], out_dir: Path, log: IO) -> None:
-    campaign = server.campaign
+    serve = server.plan.serve
     print("$ " + redact(shlex.join(argv)), file=log, flush=True)
     with open(out_dir / "client.log", "wb") as client_log:
         try:
             proc = subprocess.run(argv, stdout=client_log, stderr=subprocess.STDOUT, env=server.env(),
-                                  timeout=campaign.cfg["serve"]["bench_timeout_s"], start_new_session=True)
+                                  timeout=serve["bench_timeout_s"], start_new_session=True)
         except subprocess.TimeoutExpired as exc:
             raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} exceeded serve.bench_timeout_s") from exc
     if not server.alive() or (proc.returncode != 0 and server.exited_within(10)):
@@ -299,7 +297,7 @@ def _run_client(server: Server, run: BenchRun, argv: List[str], out_dir: Path, l
         if "timed out" in tail.lower() or "timeout" in tail.lower():
             raise ServeError(
                 f"arm {server.arm}: server stopped answering during {run.benchmark} r{run.repeat} "
-                f"(no answer in serve.request_timeout_s={campaign.cfg['serve']['request_timeout_s']} s); "
+                f"(no answer in serve.request_timeout_s={serve['request_timeout_s']} s); "
                 f"client log {out_dir / 'client.log'}:\n{tail}\nlast lines of this launch in {server.log_path}:\n"
                 f"{server.tail()}")
         raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} client failed (exit {proc.returncode}); "
@@ -311,8 +309,7 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     from specrepro.bench_serving import parse_bench_serving
     from specrepro.gsm8k import read_outputs
 
-    campaign = server.campaign
-    bench = campaign.benchmark(run.benchmark)
+    bench = server.plan.benchmarks[run.benchmark]
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("bench_serving.jsonl", "questions.jsonl", "summary.json"):
         # sglang appends; a stale line from a dead attempt must not count
@@ -339,7 +336,7 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
         metrics = parsed["metrics"]
         records = []
         requests_rows = parsed["requests"]
-    time.sleep(campaign.cfg["serve"]["log_settle_s"])
+    time.sleep(server.plan.serve["log_settle_s"])
     end_offset = server.log_path.stat().st_size
     after = metrics_snapshot(server)
     ended = time.time()
@@ -363,7 +360,7 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     run_record = {
         "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "launch": run.launch,
         "kind": bench["kind"],
-        "key": campaign.run_key(server.arm, run.benchmark, server.image.get("image_id", "")),
+        "key": server.plan.run_key(run.benchmark, server.image.get("image_id", "")),
         "server_launch": server.launch_id, "client_argv": argv,
         "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
         "metrics": metrics,
@@ -426,7 +423,114 @@ class LaunchLog:
             return []
 
 
-def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, log: IO,
+def pending_runs(plan: ArmPlan, runs: List[BenchRun], image_id: str, log: IO) -> List[BenchRun]:
+    """The runs to measure: no whole record under this key (one measured under another key is set aside)."""
+    pending = []
+    for run in runs:
+        state = record_state(plan.arm_dir / run.stem / "run.json", plan.run_key(run.benchmark, image_id))
+        if state == "stale":
+            set_aside(plan.arm_dir, run, log)
+        if state != "done":
+            pending.append(run)
+    return pending
+
+
+def launch_event(plan: ArmPlan, server: Server, ctx: LaunchContext, launch: Optional[int], image_id: str,
+                 preflight: Dict[str, Any], pending: List[BenchRun]) -> Dict[str, Any]:
+    """The launch record's first line: everything the launch ran with, written before the server starts."""
+    return {"event": "start", "launch_id": ctx.launch_id, "arm": plan.name, "launch": launch or 0,
+            "host": socket.gethostname(), "port": ctx.port, "gpus": list(ctx.gpus), "gpu_source": ctx.gpu_source,
+            "render_minors": ctx.renders, "device_gid": ctx.device_gid, "image": ctx.image, "image_id": image_id,
+            "user": ctx.user, "placement": plan.serve["placement"], "argv": redact(shlex.join(server.argv)),
+            "argv_list": [redact(a) for a in server.argv], "substitutions": ctx.substitutions(plan),
+            "started": time.time(), "preflight_seconds": preflight["seconds"], "runs": [r.stem for r in pending]}
+
+
+def measure_launch(server: Server, pending: List[BenchRun], log: IO) -> None:
+    """One launch's measurements: readiness, the /server_info check, warm-up, every pending run in turn."""
+    plan, serve = server.plan, server.plan.serve
+    server.start()
+    ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log)
+    print(f"arm {plan.name}: server ready after {ready_s:.1f} s", file=log, flush=True)
+    check = effective_config.probe(server.base_url, dict(plan.requested_fields), plan.sglang_version)
+    check["launch_id"] = server.launch_id
+    write_json(plan.arm_dir / "effective_config" / f"{server.launch_id}.json", check)
+    for problem in check["problems"]:
+        print(f"WARNING: arm {plan.name} is not what it says (its numbers will not count toward verdicts): "
+              f"{problem}", file=log, flush=True)
+    server.effective = check
+    server.warm_up(warmup_batches(plan), serve["request_timeout_s"], log)
+    for i, run in enumerate(pending, 1):
+        print(f"arm {plan.name}: {run.benchmark} r{run.repeat} ({i} of {len(pending)})", file=log, flush=True)
+        record = run_benchmark(server, run, plan.arm_dir / run.stem, log)
+        write_json(plan.arm_dir / run.stem / "run.json", record)
+
+
+def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[BenchRun], launch: Optional[int],
+                       launches: LaunchLog, log: IO) -> None:
+    """Preflight, one server launch, its measurements, and its teardown, with the job's one launch context."""
+    from specrepro.image import ensure_image
+    from specrepro.preflight import run_preflight
+
+    serve = plan.serve
+    gpus, gpu_source = granted_gpus(plan)
+    image_id = image.get("image_id", "")
+    image = ensure_image(plan, image, log)
+    launcher = Launcher(plan)
+    ctx = job_context(plan, image, gpus, gpu_source, port=serve["port"] or free_port(serve["host"]))
+    # Before the model loads: minutes here, not GPU-hours after it.
+    preflight = run_preflight(plan, launcher, ctx, image, log, record=plan.arm_dir / "preflight.json")
+    facts = {"before": gpu_facts.collect(plan, launcher, ctx, image, log)}
+    server = Server(plan, launcher, image, plan.arm_dir / "server.log", ctx)
+    event = launch_event(plan, server, ctx, launch, image_id, preflight, pending)
+    launches.append(event)
+    status, error = "failed", None
+    try:
+        print("$ " + event["argv"], file=log, flush=True)
+        measure_launch(server, pending, log)
+        status = "ok"
+    except BaseException as exc:
+        error = redact(f"{type(exc).__name__}: {exc}")[:4000]
+        raise
+    finally:
+        server.stop(serve["shutdown_grace_s"])
+        facts["after"] = gpu_facts.collect(plan, launcher, ctx, image, log)
+        write_json(plan.arm_dir / "gpu_facts.json", facts)
+        launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
+                         "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
+        print(f"arm {plan.name}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+
+
+def launch_record(plan: ArmPlan, launch: int, measured: Dict[str, Dict[str, Any]], launches: LaunchLog,
+                  missing: List[str]) -> Dict[str, Any]:
+    """One launch's record: what it measured and when (the launch order is read from these)."""
+    used = sorted({rec["server_launch"] for rec in measured.values()})
+    events = {e["launch_id"]: e for e in launches.read() if e.get("event") == "start"}
+    return {"arm": plan.name, "launch": launch, "launch_ids": used,
+            "started": min((events[u]["started"] for u in used if u in events), default=None),
+            "runs": sorted(measured), "missing_at_start": missing}
+
+
+def arm_record(plan: ArmPlan, image: Dict[str, Any], measured: Dict[str, Dict[str, Any]], launches: LaunchLog,
+               missing: List[str]) -> Dict[str, Any]:
+    """The arm's record: its runs, the launches that measured them, where it ran, and whether it ran what it says."""
+    arm_dir = plan.arm_dir
+    used = sorted({rec["server_launch"] for rec in measured.values()})
+    facts_path = arm_dir / "gpu_facts.json"
+    facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {"before": gpu_facts.no_gpu_facts()}
+    checks = [effective_config.read_check(arm_dir / "effective_config" / f"{launch_id}.json", launch_id)
+              for launch_id in used]
+    validity = effective_config.arm_validity(checks, measured, bool(plan.requested_fields.get("disable_cuda_graph")))
+    return {"arm": plan.name, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
+                                       for stem, rec in measured.items()},
+            "launches": [e for e in launches.read() if e.get("launch_id") in used],
+            "placement": plan.serve["placement"], **host_facts(), "image": image,
+            "server_log": str(arm_dir / "server.log"), "server_args": dict(plan.server_args),
+            "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id")),
+            "effective_config": checks, "validity": validity, "missing_at_start": missing}
+
+
+def serve_arm(plan: ArmPlan, image_record: Path, output: Path, log: IO,
               launch: Optional[int] = None, measure: bool = True) -> Dict[str, Any]:
     """Measure the arm's missing runs on one server launch, then write its record.
 
@@ -434,111 +538,27 @@ def serve_arm(cfg: Dict[str, Any], arm: str, image_record: Path, output: Path, l
     that launch's record).  `measure=False`: every run must be measured already
     (by the launch jobs); only the arm record is written.
     """
-    from specrepro.image import ensure_image
-
-    campaign = Campaign(cfg)
     image = json.loads(image_record.read_text())
-    arm_dir = campaign.arm_dir(arm)
-    arm_dir.mkdir(parents=True, exist_ok=True)
-    serve = cfg["serve"]
-    runs = campaign.bench_runs(arm, launch)
-    image_id = image.get("image_id", "")
+    plan.arm_dir.mkdir(parents=True, exist_ok=True)
+    runs = plan.runs_of(launch)
     # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure)
-    missing = campaign.runs_without_record(arm, launch)
-    pending = []
-    for run in runs:
-        state = record_state(arm_dir / run.stem / "run.json", campaign.run_key(arm, run.benchmark, image_id))
-        if state == "stale":
-            set_aside(arm_dir, run, log)
-        if state != "done":
-            pending.append(run)
-    launches = LaunchLog(arm_dir / "launches.jsonl")
-    resolved = campaign.results_dir / "resolved_config.yaml"
-    if not resolved.is_file():
-        # The host-side clients read it (the resolved_config rule writes it first in a DAG run).
-        from specrepro.config import dump_resolved
-        from specrepro.fileio import write_text_atomic
-
-        write_text_atomic(resolved, dump_resolved(cfg))
+    missing = plan.runs_without_record(launch)
+    pending = pending_runs(plan, runs, image.get("image_id", ""), log)
+    launches = LaunchLog(plan.arm_dir / "launches.jsonl")
+    if not Path(plan.resolved_config).is_file():
+        raise ServeError(f"{plan.resolved_config} is missing: the host-side clients read it (the resolved_config rule, "
+                         f"or `specrepro run`, writes it first)")
     with signals_raise():
-        which = f"arm {arm}" + (f" launch {launch} of {campaign.launches}" if launch else "")
+        which = f"arm {plan.name}" + (f" launch {launch} of {plan.launches}" if launch else "")
         print(f"{which}: {len(pending)} of {len(runs)} runs to measure", file=log, flush=True)
         if pending and not measure:
-            raise ServeError(f"arm {arm}: {len(pending)} runs not measured by its launch jobs "
+            raise ServeError(f"arm {plan.name}: {len(pending)} runs not measured by its launch jobs "
                              f"({', '.join(r.stem for r in pending[:5])}); run the campaign again")
         if pending:
-            from specrepro.preflight import run_preflight
-
-            gpus, gpu_source = granted_gpus(cfg)
-            image = ensure_image(cfg, image, log)
-            # Before the model loads: minutes here, not GPU-hours after it.
-            preflight = run_preflight(cfg, arm, image, gpus, log, record=arm_dir / "preflight.json")
-            facts = {"before": gpu_facts.collect(cfg, arm, image, gpus, log)}
-            ctx = job_context(cfg, image, gpus, gpu_source, port=serve["port"] or free_port(serve["host"]))
-            server = Server(campaign, arm, image, arm_dir / "server.log", ctx)
-            event = {"event": "start", "launch_id": ctx.launch_id, "arm": arm, "launch": launch or 0,
-                     "host": socket.gethostname(),
-                     "port": ctx.port, "gpus": gpus, "gpu_source": gpu_source,
-                     "render_minors": ctx.renders, "device_gid": ctx.device_gid,
-                     "image": ctx.image,
-                     "image_id": image_id, "user": ctx.user, "placement": serve["placement"],
-                     "argv": redact(shlex.join(server.argv)), "argv_list": [redact(a) for a in server.argv],
-                     "substitutions": ctx.substitutions(campaign, arm), "started": time.time(),
-                     "preflight_seconds": preflight["seconds"],
-                     "runs": [r.stem for r in pending]}
-            launches.append(event)
-            status, error = "failed", None
-            try:
-                print("$ " + event["argv"], file=log, flush=True)
-                server.start()
-                ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log)
-                print(f"arm {arm}: server ready after {ready_s:.1f} s", file=log, flush=True)
-                check = effective_config.probe(server.base_url, campaign.requested_fields(arm), cfg["sglang"]["version"])
-                check["launch_id"] = ctx.launch_id
-                write_json(arm_dir / "effective_config" / f"{ctx.launch_id}.json", check)
-                for problem in check["problems"]:
-                    print(f"WARNING: arm {arm} is not what it says (its numbers will not count toward verdicts): "
-                          f"{problem}", file=log, flush=True)
-                server.effective = check
-                server.warm_up(warmup_batches(campaign, arm), serve["request_timeout_s"], log)
-                for i, run in enumerate(pending, 1):
-                    print(f"arm {arm}: {run.benchmark} r{run.repeat} ({i} of {len(pending)})", file=log, flush=True)
-                    record = run_benchmark(server, run, arm_dir / run.stem, log)
-                    write_json(arm_dir / run.stem / "run.json", record)
-                status = "ok"
-            except BaseException as exc:
-                error = redact(f"{type(exc).__name__}: {exc}")[:4000]
-                raise
-            finally:
-                server.stop(serve["shutdown_grace_s"])
-                facts["after"] = gpu_facts.collect(cfg, arm, image, gpus, log)
-                write_json(arm_dir / "gpu_facts.json", facts)
-                launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
-                                 "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
-                print(f"arm {arm}: server {server.launch_id} stopped ({status})", file=log, flush=True)
-        measured = {r.stem: json.loads((arm_dir / r.stem / "run.json").read_text()) for r in runs}
-        used = sorted({rec["server_launch"] for rec in measured.values()})
-        if launch:
-            # one launch's record: what it measured and when (the launch order is read from these)
-            events = {e["launch_id"]: e for e in launches.read() if e.get("event") == "start"}
-            record = {"arm": arm, "launch": launch, "launch_ids": used,
-                      "started": min((events[u]["started"] for u in used if u in events), default=None),
-                      "runs": sorted(measured), "missing_at_start": missing}
-            write_json(output, record)
-            return record
-        facts_path = arm_dir / "gpu_facts.json"
-        facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {"before": gpu_facts.no_gpu_facts()}
-        checks = [effective_config.read_check(arm_dir / "effective_config" / f"{launch_id}.json", launch_id)
-                  for launch_id in used]
-        validity = effective_config.arm_validity(
-            checks, measured, bool(campaign.requested_fields(arm).get("disable_cuda_graph")))
-        record = {"arm": arm, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
-                                       for stem, rec in measured.items()},
-                  "launches": [e for e in launches.read() if e.get("launch_id") in used],
-                  "placement": serve["placement"], **host_facts(), "image": image,
-                  "server_log": str(arm_dir / "server.log"), "server_args": campaign.server_args(arm),
-                  "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id")),
-                  "effective_config": checks, "validity": validity, "missing_at_start": missing}
+            launch_and_measure(plan, image, pending, launch, launches, log)
+        measured = {r.stem: json.loads((plan.arm_dir / r.stem / "run.json").read_text()) for r in runs}
+        record = (launch_record(plan, launch, measured, launches, missing) if launch
+                  else arm_record(plan, image, measured, launches, missing))
         write_json(output, record)
         return record
 
@@ -548,3 +568,13 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def serve_bench_job(config: Dict[str, Any], arm: str, image_record: Path, gpu_checks: List[Path], output: Path,
+                    log: IO, launch: Optional[int] = None, measure: bool = True) -> Dict[str, Any]:
+    """The measuring job: the arm's plan, built once from the job's resolved config, handed to everything below."""
+    from specrepro.arm_plan import build_arm_plan
+    from specrepro.gpu_check import refuse_failed
+
+    refuse_failed(gpu_checks)
+    return serve_arm(build_arm_plan(config, arm), image_record, output, log, launch=launch, measure=measure)

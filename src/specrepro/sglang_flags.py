@@ -215,3 +215,18 @@ def render_flags(server_args: Dict[str, Any], table: FlagTable) -> List[str]:
             continue
         argv.extend([flag.name, str(value)])
     return argv
+
+
+def requested_fields(server_args: Dict[str, Any], table: FlagTable, serve: Dict[str, Any]) -> Dict[str, Any]:
+    """What the launch asked for, keyed by ServerArgs field (the flag table's dest)."""
+    fields: Dict[str, Any] = {}
+    for key, value in server_args.items():
+        flag = table.resolve_key(key)
+        if flag is not None and value is not None:
+            fields[flag.dest] = value
+    # specrepro adds these to a launch when configured (arm_plan.owned_flags).
+    if serve.get("decode_log_interval") is not None:
+        fields["decode_log_interval"] = serve["decode_log_interval"]
+    if serve["enable_metrics"]:
+        fields["enable_metrics"] = True
+    return fields

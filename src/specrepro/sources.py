@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
@@ -147,23 +146,3 @@ def patch_stage(source_manifest: Path, source_tree: Path, series_dir: Path, seri
     print(json.dumps(record, indent=1), file=log)
     write_json(manifest, record)
     return record
-
-
-def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
-    target = cache_dir / "patches" / f"{sha256}.patch"
-    if target.is_file() and sha256_file(target) == sha256:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    print(f"fetching patch {url}", file=log, flush=True)
-    try:
-        with urllib.request.urlopen(url, timeout=120) as resp, open(partial, "wb") as fh:
-            shutil.copyfileobj(resp, fh)
-    except OSError as exc:
-        raise SourceError(f"patch URL {url}: {exc}") from exc
-    got = sha256_file(partial)
-    if got != sha256:
-        partial.unlink()
-        raise SourceError(f"patch URL {url}: sha256 {got} does not match the configured {sha256}")
-    partial.rename(target)
-    return target

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from specrepro.arm_plan import thawed
 from specrepro.redaction import redact, secret_values
 
 KEY_TAG = "specrepro.key"
@@ -248,78 +249,86 @@ class CampaignTracker:
                                             for r in verdict["results"])[:5000]})
         return self._close_check(run, verdict_path, verdict, "gpu_check")
 
+    def log_arm(self, plan, arm_record: Dict[str, Any]) -> tuple:
+        """The arm's run: what it ran (its plan) and where (measured, not configured: what its image saw on the GPUs
+        it was granted); returns the run and the platform tags its runs share."""
+        plat = self.cfg["platform"]
+        arm = plan.name
+        arm_run = self.child(f"arm:{arm}", arm)
+        image = arm_record.get("image") or {}
+        facts = (arm_record.get("gpu_facts") or {}).get("before") or {}
+        fp = arm_record.get("fingerprint") or {}
+        granted = sorted({g for e in arm_record.get("launches", []) for g in e.get("gpus") or []})
+        tags = {"platform": plat["name"], "accelerator": plat["accelerator"],
+                "gpu_model": fp.get("gpu_model") or "none", "gpus_granted": ",".join(map(str, granted)) or "none",
+                "gpu_count": str(len(granted)), "gpu_facts_source": facts.get("source", "none"),
+                **{f"fingerprint.{k}": str(v) for k, v in fp.items() if v is not None}}
+        self.log(arm_run,
+                 params={"sglang_ref": plan.ref, "patch_series": plan.series or "none",
+                         "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
+                         "server_args": dict(plan.server_args)},
+                 tags={**tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
+                       "image_digest": image.get("image_id", ""), "placement": arm_record.get("placement", ""),
+                       "launch_ids": ",".join(sorted({e["launch_id"] for e in arm_record.get("launches", [])}))})
+        if (plan.arm_dir / "server.log").is_file():
+            self.artifact(arm_run, plan.arm_dir / "server.log", "server")
+        return arm_run, tags
+
+    def log_run(self, plan, run, record: Dict[str, Any], arm_run: str, tags: Dict[str, str]) -> tuple:
+        """One (arm, benchmark, repeat) run, timed by its measurement window; (label, run id, end, its numbers)."""
+        window = record.get("window") or {}
+        start_ms = int(window["start"] * 1000) if window.get("start") else None
+        end_ms = int(window["end"] * 1000) if window.get("end") else None
+        label = f"run:{plan.name}:{run.benchmark}:{run.repeat}" + (f":l{run.launch}" if run.launch else "")
+        run_id = self.child(label, f"{plan.name}/{run.stem}", start_ms)
+        agreement = record["accept_length_sources"]["agreement"]
+        numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))}
+        self.log(run_id,
+                 params={"benchmark": thawed(plan.benchmarks[run.benchmark]), "repeat": run.repeat, "arm": plan.name,
+                         "launch": run.launch or 1},
+                 metrics=numbers,
+                 tags={**tags, "arm": plan.name, "benchmark": run.benchmark, "server_launch": record["server_launch"],
+                       "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
+                       "accept_length_sources_agree": str(agreement["agree"])},
+                 timestamp_ms=end_ms)
+        for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
+            if (plan.arm_dir / run.stem / name).is_file():
+                self.artifact(run_id, plan.arm_dir / run.stem / name, "outputs")
+        self.finish(run_id, end_time_ms=end_ms)
+        return label, run_id, end_ms, numbers
+
     def log_results(self, results_dir: Path) -> Dict[str, str]:
         """Arms and (arm, benchmark, repeat) runs from the results folder."""
         from specrepro.campaign import Campaign
 
         campaign = Campaign(self.cfg)
         created: Dict[str, str] = {}
-        plat = self.cfg["platform"]
         analysis_path = results_dir / "report" / "analysis.json"
         counts = claim_counts(json.loads(analysis_path.read_text())) if analysis_path.is_file() else {}
         columns: list = []
-        for arm in campaign.arms:
-            arm_dir = campaign.arm_dir(arm)
-            arm_record_path = arm_dir / "arm.json"
+        for plan in campaign.plans.values():
+            arm_record_path = plan.arm_dir / "arm.json"
             if not arm_record_path.is_file():
                 continue
-            arm_record = json.loads(arm_record_path.read_text())
-            arm_run = self.child(f"arm:{arm}", arm)
-            image = arm_record.get("image") or {}
-            # Measured, not configured: what the arm's image saw on the GPUs it was granted.
-            facts = (arm_record.get("gpu_facts") or {}).get("before") or {}
-            fp = arm_record.get("fingerprint") or {}
-            granted = sorted({g for e in arm_record.get("launches", []) for g in e.get("gpus") or []})
-            platform_tags = {"platform": plat["name"], "accelerator": plat["accelerator"],
-                             "gpu_model": fp.get("gpu_model") or "none", "gpus_granted": ",".join(map(str, granted)) or "none",
-                             "gpu_count": str(len(granted)), "gpu_facts_source": facts.get("source", "none"),
-                             **{f"fingerprint.{k}": str(v) for k, v in fp.items() if v is not None}}
-            self.log(arm_run,
-                     params={"sglang_ref": campaign.ref_of(arm), "patch_series": campaign.series_of(arm) or "none",
-                             "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
-                             "server_args": campaign.server_args(arm)},
-                     tags={**platform_tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
-                           "image_digest": image.get("image_id", ""), "placement": arm_record.get("placement", ""),
-                           "launch_ids": ",".join(sorted({e["launch_id"] for e in arm_record.get("launches", [])}))})
-            if (arm_dir / "server.log").is_file():
-                self.artifact(arm_run, arm_dir / "server.log", "server")
-            created[f"arm:{arm}"] = arm_run
+            arm_run, tags = self.log_arm(plan, json.loads(arm_record_path.read_text()))
+            created[f"arm:{plan.name}"] = arm_run
             headline: Dict[str, list] = {}
             last_end = 0
-            for run in campaign.bench_runs(arm):
-                path = arm_dir / run.stem / "run.json"
+            for run in plan.runs:
+                path = plan.arm_dir / run.stem / "run.json"
                 if not path.is_file():
                     continue
-                record = json.loads(path.read_text())
-                window = record.get("window") or {}
-                start_ms = int(window["start"] * 1000) if window.get("start") else None
-                end_ms = int(window["end"] * 1000) if window.get("end") else None
-                label = f"run:{arm}:{run.benchmark}:{run.repeat}" + (f":l{run.launch}" if run.launch else "")
-                run_id = self.child(label, f"{arm}/{run.stem}", start_ms)
-                bench = campaign.benchmark(run.benchmark)
-                agreement = record["accept_length_sources"]["agreement"]
-                numbers = {k: v for k, v in record["metrics"].items() if isinstance(v, (int, float))}
+                label, run_id, end_ms, numbers = self.log_run(plan, run, json.loads(path.read_text()), arm_run, tags)
+                created[label] = run_id
                 last_end = max(last_end, end_ms or 0)
                 for k, v in numbers.items():
                     headline.setdefault(f"{run.benchmark}.{k}", []).append(v)
-                self.log(run_id,
-                         params={"benchmark": bench, "repeat": run.repeat, "arm": arm, "launch": run.launch or 1},
-                         metrics=numbers,
-                         tags={**platform_tags, "arm": arm, "benchmark": run.benchmark, "server_launch": record["server_launch"],
-                               "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
-                               "accept_length_sources_agree": str(agreement["agree"])},
-                         timestamp_ms=end_ms)
-                for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
-                    if (arm_dir / run.stem / name).is_file():
-                        self.artifact(run_id, arm_dir / run.stem / name, "outputs")
-                self.finish(run_id, end_time_ms=end_ms)
-                created[label] = run_id
             # The arm's headline numbers (each benchmark's headline.metrics, means over its repeats) on the arm's own
-            # run: they are the dashboard's columns, comparable in the runs table without a click.
-            # keys are `<benchmark>.<metric>`; a sweep cell's benchmark has dots of its own (gsm8k.concurrency-1)
+            # run: they are the dashboard's columns, comparable in the runs table without a click.  A sweep cell's
+            # benchmark has dots of its own (gsm8k.concurrency-1): the metric is after the last one.
             arm_metrics = {k: sum(v) / len(v) for k, v in headline.items()
-                           if k.rsplit(".", 1)[1] in headline_metrics(campaign.benchmark(k.rsplit(".", 1)[0]))}
-            arm_metrics.update(counts.get(arm, {}))
+                           if k.rsplit(".", 1)[1] in headline_metrics(plan.benchmarks[k.rsplit(".", 1)[0]])}
+            arm_metrics.update(counts.get(plan.name, {}))
             self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
             columns += [k for k in arm_metrics if k not in columns]
             self.finish(arm_run)

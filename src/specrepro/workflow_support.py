@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List
 
+from specrepro.analysis.claims import check_campaign_claims
 from specrepro.campaign import Campaign
 from specrepro.config import ConfigError, check_resolved, compose
 
@@ -54,19 +55,16 @@ def campaign_for_snakemake(config: Dict[str, Any]) -> Campaign:
         if profile_model and "model" not in chosen and "experiment" not in chosen:
             overrides.insert(0, f"model={profile_model}")
         config.update(compose(overrides))
+    # the claims file against this experiment's arms, benchmarks and metrics, before any job
+    check_campaign_claims(config)
     return Campaign(config)
-
-
-def series_targets(campaign: Campaign) -> List[tuple]:
-    """(ref, series) pairs that some arm uses."""
-    return sorted({(campaign.ref_of(a), s) for a in campaign.arms if (s := campaign.series_of(a))})
 
 
 def fan_out(campaign: Campaign) -> Dict[str, List[Dict[str, str]]]:
     """Wildcards of every job of each rule that runs more than once."""
-    series = series_targets(campaign)
+    series = campaign.series_targets()
     return {
-        "source": [{"ref": r} for r in sorted({campaign.ref_of(a) for a in campaign.arms})],
+        "source": [{"ref": r} for r in sorted({p.ref for p in campaign.plans.values()})],
         "patch": [{"ref": r, "series": s} for r, s in series],
         "patch_check": [{"ref": r, "series": s} for r, s in series],
         "image": [{"arm": a} for a in campaign.arms],
@@ -89,16 +87,6 @@ def targets(campaign: Campaign, rule: str, pattern: str) -> List[str]:
 def arm_constraint(campaign: Campaign) -> str:
     """The arms' names exactly: image/base.json is never an arm's image."""
     return "|".join(re.escape(a) for a in campaign.arms)
-
-
-def arm_input_tree(campaign: Campaign, arm: str) -> str:
-    """The manifest of the sglang tree an arm serves: patched or pristine."""
-    r = campaign.results_dir
-    series = campaign.series_of(arm)
-    ref = campaign.ref_of(arm)
-    if series:
-        return str(r / "patch" / ref / series / "manifest.json")
-    return str(r / "source" / ref / "manifest.json")
 
 
 def job_counts(campaign: Campaign, target: str = "all") -> Dict[str, int]:

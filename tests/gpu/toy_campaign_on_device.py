@@ -61,17 +61,19 @@ def main() -> int:
     log = sys.stdout
     started = time.monotonic()
     toy_model_stage(cfg["model"]["toy"], cfg["model"]["server_args"]["speculative_num_steps"],
-                    Path(cfg["cache_dir"]), True, log)
+                    cfg["data"][cfg["model"]["toy"]["corpus"]], log)
     source = tree_manifest(results / "source" / "v0.5.20", Path(a.unpatched))
     patched = tree_manifest(results / "patch" / "v0.5.20" / "eagle_topk", Path(a.patched))
     arm_records, failed = [], {}
     for arm, _ in campaign.launch_order():
         image = results / "image" / f"{arm}.json"
-        image_stage(cfg, arm, patched if campaign.series_of(arm) else source, [], image, log)
-        out = campaign.arm_dir(arm) / "arm.json"
+        plan = campaign.plan(arm)
+        image_stage(plan, campaign.series_spec(plan.series) if plan.series else None,
+                    patched if plan.series else source, [], image, log)
+        out = plan.arm_dir / "arm.json"
         t0 = time.monotonic()
         try:
-            serve_arm(cfg, arm, image, out, log)
+            serve_arm(plan, image, out, log)
             arm_records.append(out)
             print(f"== arm {arm}: done in {time.monotonic() - t0:.0f} s", flush=True)
         except Exception as exc:  # one arm's failure is a result; the others still run

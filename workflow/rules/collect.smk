@@ -1,12 +1,12 @@
 rule collect:
     input:
-        arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),
+        arms=[L.arm_record(arm) for arm in CAMPAIGN.arms],
     output:
-        runs=f"{R}/tables/runs.csv",
-        requests=f"{R}/tables/requests.parquet",
-        acceptance=f"{R}/tables/acceptance.csv",
+        runs=L.table("runs.csv"),
+        requests=L.table("requests.parquet"),
+        acceptance=L.table("acceptance.csv"),
     log:
-        f"{R}/logs/collect.log",
+        L.log("collect"),
     conda:
         "../envs/specrepro.yaml"
     script:

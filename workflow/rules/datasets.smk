@@ -3,9 +3,9 @@
 # file from its path; none downloads inside a GPU job.
 rule datasets:
     output:
-        f"{R}/datasets/{{dataset}}.json",
+        L.dataset(),
     log:
-        f"{R}/logs/datasets/{{dataset}}.log",
+        L.log("datasets", "{dataset}"),
     conda:
         "../envs/specrepro.yaml"
     params:

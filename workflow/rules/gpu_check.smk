@@ -3,15 +3,15 @@
 # arm whose check fails is not measured.
 rule gpu_check:
     input:
-        image=f"{R}/image/{{arm}}.json",
+        image=L.image(),
         checks=lambda w: CAMPAIGN.gpu_check_files(w.arm),
     output:
-        verdict=f"{R}/gpu_check/{{arm}}/verdict.json",
-        markdown=f"{R}/gpu_check/{{arm}}/verdict.md",
+        verdict=L.gpu_check(),
+        markdown=L.gpu_check(suffix="md"),
     log:
-        f"{R}/logs/gpu_check/{{arm}}.log",
+        L.log("gpu_check", "{arm}"),
     benchmark:
-        f"{R}/benchmarks/gpu_check/{{arm}}.tsv"
+        L.benchmark("gpu_check", "{arm}")
     conda:
         "../envs/specrepro.yaml"
     resources:

@@ -1,9 +1,9 @@
 # The base image resolved once per campaign: every arm runs that digest.
 rule base_image:
     output:
-        f"{R}/image/base.json",
+        L.base_image(),
     log:
-        f"{R}/logs/image/base.log",
+        L.log("image", "base"),
     conda:
         "../envs/specrepro.yaml"
     params:
@@ -15,19 +15,19 @@ rule base_image:
 
 rule image:
     input:
-        base=f"{R}/image/base.json",
-        tree_manifest=lambda w: arm_input_tree(CAMPAIGN, w.arm),
-        verdicts=lambda w: CAMPAIGN.verdicts_for_arm(w.arm),
+        base=L.base_image(),
+        tree_manifest=lambda w: CAMPAIGN.tree_manifest(w.arm),
+        verdicts=lambda w: PLANS[w.arm].patch_check_verdicts,
     output:
-        f"{R}/image/{{arm}}.json",
+        L.image(),
     log:
-        f"{R}/logs/image/{{arm}}.log",
+        L.log("image", "{arm}"),
     benchmark:
-        f"{R}/benchmarks/image/{{arm}}.tsv"
+        L.benchmark("image", "{arm}")
     conda:
         "../envs/specrepro.yaml"
     params:
         platform=CAMPAIGN.cfg["platform"]["name"],
-        series=lambda w: CAMPAIGN.series_of(w.arm),
+        series=lambda w: PLANS[w.arm].series,
     script:
         "../scripts/image.py"

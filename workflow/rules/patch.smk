@@ -1,13 +1,13 @@
 rule patch:
     input:
-        manifest=f"{R}/source/{{ref}}/manifest.json",
-        tree=f"{R}/source/{{ref}}/tree",
+        manifest=L.source_manifest(),
+        tree=L.source_tree(),
         patches=lambda w: CAMPAIGN.local_patch_files(w.series),
     output:
-        manifest=f"{R}/patch/{{ref}}/{{series}}/manifest.json",
-        tree=directory(f"{R}/patch/{{ref}}/{{series}}/tree"),
+        manifest=L.patch_manifest(),
+        tree=directory(L.patch_tree()),
     log:
-        f"{R}/logs/patch/{{ref}}/{{series}}.log",
+        L.log("patch", "{ref}", "{series}"),
     conda:
         "../envs/specrepro.yaml"
     params:

@@ -2,19 +2,19 @@
 # (patches/<series>/series.yaml, through the check protocol of patches/README.md).
 rule patch_check:
     input:
-        source_manifest=f"{R}/source/{{ref}}/manifest.json",
-        source_tree=f"{R}/source/{{ref}}/tree",
-        patch_manifest=f"{R}/patch/{{ref}}/{{series}}/manifest.json",
-        patched_tree=f"{R}/patch/{{ref}}/{{series}}/tree",
+        source_manifest=L.source_manifest(),
+        source_tree=L.source_tree(),
+        patch_manifest=L.patch_manifest(),
+        patched_tree=L.patch_tree(),
         requirements="requirements/sglang-cpu.txt",
         checks=lambda w: CAMPAIGN.check_files(w.series, "cpu"),
     output:
-        verdict=f"{R}/patch_check/{{ref}}/{{series}}/verdict.json",
-        markdown=f"{R}/patch_check/{{ref}}/{{series}}/verdict.md",
+        verdict=L.patch_check(),
+        markdown=L.patch_check(suffix="md"),
     log:
-        f"{R}/logs/patch_check/{{ref}}/{{series}}.log",
+        L.log("patch_check", "{ref}", "{series}"),
     benchmark:
-        f"{R}/benchmarks/patch_check/{{ref}}/{{series}}.tsv"
+        L.benchmark("patch_check", "{ref}", "{series}")
     conda:
         "../envs/specrepro.yaml"
     # CPU-heavy: on one host it takes the measurement slot, so no arm is

@@ -2,9 +2,9 @@ rule cpu_report:
     input:
         verdicts=VERDICTS,
     output:
-        f"{R}/report/cpu_stages.md",
+        L.report("cpu_stages.md"),
     log:
-        f"{R}/logs/report/cpu_stages.log",
+        L.log("report", "cpu_stages"),
     conda:
         "../envs/specrepro.yaml"
     script:
@@ -13,31 +13,31 @@ rule cpu_report:
 
 rule report:
     input:
-        runs=f"{R}/tables/runs.csv",
-        requests=f"{R}/tables/requests.parquet",
-        acceptance=f"{R}/tables/acceptance.csv",
+        runs=L.table("runs.csv"),
+        requests=L.table("requests.parquet"),
+        acceptance=L.table("acceptance.csv"),
         verdicts=VERDICTS,
-        gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
-        arms=expand(f"{R}/arms/{{arm}}/arm.json", arm=CAMPAIGN.arms),
+        gpu_checks=targets(CAMPAIGN, "gpu_check", L.gpu_check()),
+        arms=[L.arm_record(arm) for arm in CAMPAIGN.arms],
     output:
-        markdown=f"{R}/report/report.md",
+        markdown=L.report("report.md"),
         html=report(
-            f"{R}/report/report.html",
+            L.report("report.html"),
             caption="../report/report_html.rst",
             category="Report",
         ),
-        analysis=f"{R}/report/analysis.json",
-        pr_comment=f"{R}/report/pr_comment.md",
+        analysis=L.report("analysis.json"),
+        pr_comment=L.report("pr_comment.md"),
         # every plot of the HTML report as a file, each with the caption the report gives it (written by this job)
         plots=report(
-            directory(f"{R}/report/plots"),
+            directory(L.report("plots")),
             patterns=["{name}.png"],
-            caption=f"{R}/report/plots.rst",
+            caption=L.report("plots.rst"),
             category="Plots",
         ),
-        captions=f"{R}/report/plots.rst",
+        captions=L.report("plots.rst"),
     log:
-        f"{R}/logs/report/report.log",
+        L.log("report", "report"),
     conda:
         "../envs/specrepro.yaml"
     params:

@@ -2,9 +2,9 @@
 # plain Snakemake gets it here): clients and `specrepro log` read it.
 rule resolved_config:
     output:
-        f"{R}/resolved_config.yaml",
+        L.resolved_config(),
     log:
-        f"{R}/logs/resolved_config.log",
+        L.log("resolved_config"),
     conda:
         "../envs/specrepro.yaml"
     params:
@@ -17,34 +17,38 @@ if CAMPAIGN.launches == 1:
 
     rule serve_bench:
         input:
-            image=f"{R}/image/{{arm}}.json",
+            image=L.image(),
             model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             datasets=lambda w: CAMPAIGN.datasets_for_arm(w.arm),
             # Its content is keyed per run below; a rewrite alone must not re-measure.
-            config=ancient(f"{R}/resolved_config.yaml"),
+            config=ancient(L.resolved_config()),
         output:
-            done=f"{R}/arms/{{arm}}/arm.json",
+            done=L.arm_record(),
         log:
-            f"{R}/logs/serve_bench/{{arm}}.log",
+            L.log("serve_bench", "{arm}"),
         benchmark:
-            f"{R}/benchmarks/serve_bench/{{arm}}.tsv"
+            L.benchmark("serve_bench", "{arm}")
         conda:
             "../envs/specrepro.yaml"
         # A measuring job holds the model's GPUs; exclusive placement also takes
         # the whole node (Slurm) and the one `measurement` slot (one host).
         resources:
-            gpu=CAMPAIGN.server_gpus,
-            measurement=1 if CAMPAIGN.exclusive else 0,
-            slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
+            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            measurement=1 if CAMPAIGN.cfg["serve"]["placement"] == "exclusive" else 0,
+            slurm_extra=(
+                "--exclusive"
+                if CAMPAIGN.cfg["serve"]["placement"] == "exclusive"
+                else ""
+            ),
         params:
             # Everything that determines what this arm measures: a change reruns it.
-            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            key=lambda w: thawed(PLANS[w.arm].measurement_key),
             # A removed run record (one sweep cell, one repeat) reruns this job, which measures only it.
             remeasure=lambda w: CAMPAIGN.runs_to_remeasure(w.arm),
             platform=CAMPAIGN.cfg["platform"]["name"],
             # The server command exactly as `specrepro plan` prints it ($ symbols set at launch).
-            launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
+            launch=lambda w: planned_server_command(PLANS[w.arm]),
         message:
             "arm {wildcards.arm} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
         script:
@@ -57,29 +61,33 @@ else:
     # record is then written from its launches' runs, on the submit host.
     rule serve_launch:
         input:
-            image=f"{R}/image/{{arm}}.json",
+            image=L.image(),
             model=CAMPAIGN.model_inputs(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             datasets=lambda w: CAMPAIGN.datasets_for_arm(w.arm),
-            config=ancient(f"{R}/resolved_config.yaml"),
+            config=ancient(L.resolved_config()),
             previous=lambda w: CAMPAIGN.previous_launch(w.arm, w.launch),
         output:
-            done=f"{R}/arms/{{arm}}/launches/{{launch}}.json",
+            done=L.launch_record(),
         log:
-            f"{R}/logs/serve_bench/{{arm}}.launch{{launch}}.log",
+            L.log("serve_bench", "{arm}.launch{launch}"),
         benchmark:
-            f"{R}/benchmarks/serve_bench/{{arm}}.launch{{launch}}.tsv"
+            L.benchmark("serve_bench", "{arm}.launch{launch}")
         conda:
             "../envs/specrepro.yaml"
         resources:
-            gpu=CAMPAIGN.server_gpus,
-            measurement=1 if CAMPAIGN.exclusive else 0,
-            slurm_extra="--exclusive" if CAMPAIGN.exclusive else "",
+            gpu=CAMPAIGN.cfg["model"]["gpus"],
+            measurement=1 if CAMPAIGN.cfg["serve"]["placement"] == "exclusive" else 0,
+            slurm_extra=(
+                "--exclusive"
+                if CAMPAIGN.cfg["serve"]["placement"] == "exclusive"
+                else ""
+            ),
         params:
-            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            key=lambda w: thawed(PLANS[w.arm].measurement_key),
             remeasure=lambda w: CAMPAIGN.runs_to_remeasure(w.arm, int(w.launch)),
             platform=CAMPAIGN.cfg["platform"]["name"],
-            launch=lambda w: CAMPAIGN.planned_server_command(w.arm),
+            launch=lambda w: planned_server_command(PLANS[w.arm]),
         message:
             "arm {wildcards.arm} launch {wildcards.launch} on platform {params.platform} (gpu={resources.gpu}, slurm_extra={resources.slurm_extra}): {params.launch}"
         script:
@@ -87,20 +95,19 @@ else:
 
     rule serve_bench:
         input:
-            image=f"{R}/image/{{arm}}.json",
+            image=L.image(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             launches=lambda w: [
-                f"{R}/arms/{w.arm}/launches/{n}.json"
-                for n in range(1, CAMPAIGN.launches + 1)
+                L.launch_record(w.arm, n) for n in range(1, CAMPAIGN.launches + 1)
             ],
         output:
-            done=f"{R}/arms/{{arm}}/arm.json",
+            done=L.arm_record(),
         log:
-            f"{R}/logs/serve_bench/{{arm}}.log",
+            L.log("serve_bench", "{arm}"),
         localrule: True
         conda:
             "../envs/specrepro.yaml"
         params:
-            key=lambda w: CAMPAIGN.measurement_key(w.arm),
+            key=lambda w: thawed(PLANS[w.arm].measurement_key),
         script:
             "../scripts/serve_bench.py"

@@ -1,9 +1,9 @@
 rule source:
     output:
-        manifest=f"{R}/source/{{ref}}/manifest.json",
-        tree=directory(f"{R}/source/{{ref}}/tree"),
+        manifest=L.source_manifest(),
+        tree=directory(L.source_tree()),
     log:
-        f"{R}/logs/source/{{ref}}.log",
+        L.log("source", "{ref}"),
     conda:
         "../envs/specrepro.yaml"
     params:

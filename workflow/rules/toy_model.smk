@@ -3,11 +3,11 @@ if CAMPAIGN.toy_theory:
 
     rule toy_model:
         input:
-            corpus=f"{R}/datasets/toy_corpus.json",
+            corpus=L.dataset("toy_corpus"),
         output:
             CAMPAIGN.toy_theory,
         log:
-            f"{R}/logs/toy_model.log",
+            L.log("toy_model"),
         conda:
             "../envs/specrepro.yaml"
         params:

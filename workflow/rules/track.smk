@@ -2,9 +2,9 @@ rule track_cpu_stages:
     input:
         verdicts=VERDICTS,
     output:
-        f"{R}/tracking/cpu_stages.json",
+        L.tracking("cpu_stages"),
     log:
-        f"{R}/logs/track/cpu_stages.log",
+        L.log("track", "cpu_stages"),
     conda:
         "../envs/specrepro.yaml"
     params:
@@ -16,15 +16,15 @@ rule track_cpu_stages:
 rule track_campaign:
     input:
         verdicts=VERDICTS,
-        gpu_checks=targets(CAMPAIGN, "gpu_check", f"{R}/gpu_check/{{arm}}/verdict.json"),
-        runs=f"{R}/tables/runs.csv",
-        report=f"{R}/report/report.md",
+        gpu_checks=targets(CAMPAIGN, "gpu_check", L.gpu_check()),
+        runs=L.table("runs.csv"),
+        report=L.report("report.md"),
         # logged with the report: the HTML page and the PR comment
-        pages=[f"{R}/report/report.html", f"{R}/report/pr_comment.md"],
+        pages=[L.report("report.html"), L.report("pr_comment.md")],
     output:
-        f"{R}/tracking/campaign.json",
+        L.tracking("campaign"),
     log:
-        f"{R}/logs/track/campaign.log",
+        L.log("track", "campaign"),
     conda:
         "../envs/specrepro.yaml"
     params:

@@ -4,4 +4,5 @@ from specrepro.image import resolve_base
 from specrepro.stage_log import stage_log
 
 with stage_log(snakemake) as log:
-    resolve_base(snakemake.config, Path(snakemake.output[0]), log)
+    resolve_base(snakemake.config["platform"], snakemake.params.base, Path(snakemake.config["cache_dir"]),
+                 Path(snakemake.output[0]), log)

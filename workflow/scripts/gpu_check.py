@@ -1,12 +1,15 @@
 from pathlib import Path
 
+from specrepro.campaign import Campaign
 from specrepro.gpu_check import gpu_check_stage
 from specrepro.stage_log import stage_log
 
 with stage_log(snakemake) as log:
+    campaign = Campaign(snakemake.config)
+    arm = snakemake.wildcards.arm
     gpu_check_stage(
-        snakemake.config,
-        arm=snakemake.wildcards.arm,
+        campaign.plan(arm),
+        campaign.gpu_checked_series(arm),
         image_record=Path(snakemake.input.image),
         verdict_json=Path(snakemake.output.verdict),
         verdict_md=Path(snakemake.output.markdown),

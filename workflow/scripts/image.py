@@ -1,12 +1,15 @@
 from pathlib import Path
 
+from specrepro.arm_plan import build_arm_plan
 from specrepro.image import image_stage
+from specrepro.series import load_series, series_folder
 from specrepro.stage_log import stage_log
 
 with stage_log(snakemake) as log:
+    plan = build_arm_plan(snakemake.config, snakemake.wildcards.arm)
     image_stage(
-        snakemake.config,
-        arm=snakemake.wildcards.arm,
+        plan,
+        load_series(series_folder(snakemake.config, plan.series)) if plan.series else None,
         tree_manifest=Path(snakemake.input.tree_manifest),
         verdicts=[Path(v) for v in snakemake.input.verdicts],
         output=Path(snakemake.output[0]),

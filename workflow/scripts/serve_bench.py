@@ -1,17 +1,16 @@
 from pathlib import Path
 
-from specrepro.gpu_check import refuse_failed
-from specrepro.serve import serve_arm
+from specrepro.serve import serve_bench_job
 from specrepro.stage_log import stage_log
 
 # Appended: a rerun's log keeps what the earlier launches said.
 with stage_log(snakemake, mode="a") as log:
-    refuse_failed([Path(v) for v in snakemake.input.gpu_check])
     launch = snakemake.wildcards.get("launch")
-    serve_arm(
+    serve_bench_job(
         snakemake.config,
         arm=snakemake.wildcards.arm,
         image_record=Path(snakemake.input.image),
+        gpu_checks=[Path(v) for v in snakemake.input.gpu_check],
         output=Path(snakemake.output.done),
         log=log,
         # a launch job measures its launch; the arm job of a multi-launch campaign only records

@@ -1,7 +1,7 @@
 """The gpu_check stage: the GPU checks a patch series declares, on one GPU inside an arm's own image.
 
 Each check's probe runs with the image's python, torch and sglang on one granted GPU (the same launcher, mounts
-and GPU grant as the server), the series folder mounted read-only at /opt/specrepro/series/<series>; its judge
+and GPU grant as the server), the series folder mounted read-only at /opt/specrepro/gpucheck-<series>; its judge
 reads the record here (the check protocol: patches/README.md).  An arm of the series runs them as `patched`; an
 unpatched arm runs every series' GPU checks as the `control` (the judge decides what a control must show).  A
 patched arm whose check fails is not measured.  Without a GPU (CI, `gpu_check.enabled=always`) the probes run on
@@ -17,57 +17,34 @@ from pathlib import Path
 from typing import IO, Any, Dict, List
 
 from specrepro.errors import SpecreproError
+from specrepro.arm_plan import ArmPlan
 from specrepro.fileio import write_json, write_text_atomic
+from specrepro.launch import LaunchContext, Launcher, Mount
 from specrepro.procs import run_logged
 from specrepro.redaction import redact
 from specrepro.series import checks_of, run_judge
 
-# Where a series folder is inside a container (read-only).
-SERIES_INSIDE = "/opt/specrepro/series"
 
 
 class GpuCheckError(SpecreproError, RuntimeError):
     pass
 
 
-def series_checked_on(campaign, arm: str) -> List[Dict[str, Any]]:
-    """(series, role, spec) the arm's GPU check runs: its own series as `patched`, or, for an unpatched arm, every
-    series of the campaign as its `control`; only series that declare GPU checks."""
-    own = campaign.series_of(arm)
-    names = [own] if own else campaign.patch_series_used
-    out = []
-    for name in names:
-        spec = campaign.series_spec(name)
-        if checks_of(spec, "gpu"):
-            out.append({"series": name, "role": "patched" if own else "control", "spec": spec})
-    return out
+def probe_command(launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], spec: Dict[str, Any], series: str,
+                  chk: Dict[str, Any], out: Path, tree: str) -> List[str]:
+    """A GPU check's probe: inside the arm's image on one GPU, as its server would run, the series folder mounted."""
+    from specrepro.probes import probe_argv
 
-
-def probe_argv(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], spec: Dict[str, Any], series: str,
-               chk: Dict[str, Any], out: Path, gpus: List[int], gpu_source: str) -> List[str]:
-    """A GPU check's probe: inside the arm's image on one GPU, as its server would run."""
-    from specrepro.campaign import Campaign
-    from specrepro.launch import Launcher, Mount, job_context
-
-    launcher = Launcher(Campaign(cfg), arm)
-    python = image.get("python") or cfg["platform"]["python"]
-    args = ["--out", str(out), *chk["args"]]
     folder = Path(spec["folder"])
-    if launcher.runtime == "none":
-        return [python, str(folder / chk["probe"]), *args]
-    ctx = job_context(cfg, image, gpus, gpu_source)
-    inside = f"{SERIES_INSIDE}/{series}"
-    inner = [python, f"{inside}/{chk['probe']}", *args]
-    mounts = [Mount(str(folder), inside, True), Mount(str(out.parent), str(out.parent), False)]
-    launcher.prepare(ctx)
-    tree = "patched" if series == cfg["experiment"]["arms"][arm].get("patch_series") else "unpatched"
-    return launcher.wrap(ctx, inner, server=True, extra_mounts=mounts, name_suffix="-gpucheck",
-                         extra_env={"SPECREPRO_TREE": tree})
+    python = image.get("python") or launcher.plat["python"]
+    return probe_argv(launcher, ctx, python, folder / chk["probe"], ["--out", str(out), *chk["args"]],
+                      f"gpucheck-{series}", folder=folder, extra_mounts=[Mount(str(out.parent), str(out.parent), False)],
+                      extra_env={"SPECREPRO_TREE": tree})
 
 
 def verdict_section(arm: str, verdict: Dict[str, Any]):
-    """The arm's GPU checks as a report section (specrepro.analysis.document), one subsection per check."""
-    from specrepro.analysis.document import Section, Table, Text, yes_no
+    """The arm's GPU checks as a report section (specrepro.document), one subsection per check."""
+    from specrepro.document import Section, Table, Text, yes_no
 
     overall = "PASS" if verdict["passed"] else "FAIL"
     subsections = []
@@ -88,57 +65,57 @@ def verdict_section(arm: str, verdict: Dict[str, Any]):
 
 
 def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
-    from specrepro.analysis.document import to_markdown
+    from specrepro.document import to_markdown
 
     return to_markdown([verdict_section(arm, verdict)])
 
 
-def gpu_check_stage(cfg: Dict[str, Any], arm: str, image_record: Path, verdict_json: Path, verdict_md: Path,
-                    log: IO) -> Dict[str, Any]:
+def gpu_check_stage(plan: ArmPlan, checked: List[Dict[str, Any]], image_record: Path, verdict_json: Path,
+                    verdict_md: Path, log: IO) -> Dict[str, Any]:
+    """The GPU checks of `checked` (Campaign.gpu_checked_series: series, role, spec) on the arm's image."""
     import os
 
-    from specrepro.campaign import Campaign
     from specrepro.image import ensure_image
-    from specrepro.launch import granted_gpus
+    from specrepro.launch import granted_gpus, job_context
 
-    campaign = Campaign(cfg)
-    image = json.loads(Path(image_record).read_text())
-    image = ensure_image(cfg, image, log)
-    gpus, source = granted_gpus(cfg, needed=1) if cfg["platform"]["accelerator"] != "none" else ([], "no accelerator")
+    image = ensure_image(plan, json.loads(Path(image_record).read_text()), log)
+    gpus, source = granted_gpus(plan, needed=1) if plan.platform["accelerator"] != "none" else ([], "no accelerator")
+    launcher = Launcher(plan)
+    ctx = job_context(plan, image, gpus, source)
     work = verdict_json.parent / "probes"
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if image.get("pythonpath"):
         env["PYTHONPATH"] = image["pythonpath"]
-    if cfg["platform"]["container_runtime"] == "none" and gpus:
+    if launcher.runtime == "none" and gpus:
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     started = time.monotonic()
     results, argvs = [], []
-    for entry in series_checked_on(campaign, arm):
+    for entry in checked:
         series, spec, role = entry["series"], entry["spec"], entry["role"]
+        tree = "patched" if role == "patched" else "unpatched"
         for chk in checks_of(spec, "gpu"):
             out = work / f"{series}.{chk['name']}.json"
             out.unlink(missing_ok=True)
-            argv = probe_argv(cfg, arm, image, spec, series, chk, out, gpus, source)
+            argv = probe_command(launcher, ctx, image, spec, series, chk, out, tree)
             argvs.append([redact(a) for a in argv])
-            env["SPECREPRO_TREE"] = "patched" if role == "patched" else "unpatched"
+            env["SPECREPRO_TREE"] = tree
             try:
-                code = run_logged(argv, log, env=env, timeout=min(chk["timeout_s"], cfg["gpu_check"]["timeout_s"]),
-                                  start_new_session=True)
+                code = run_logged(argv, log, env=launcher.process_env(ctx, env),
+                                  timeout=min(chk["timeout_s"], plan.gpu_check["timeout_s"]), start_new_session=True)
             except subprocess.TimeoutExpired as exc:
-                raise GpuCheckError(f"arm {arm}: series {series}: GPU check {chk['name']} ran past its timeout "
+                raise GpuCheckError(f"arm {plan.name}: series {series}: GPU check {chk['name']} ran past its timeout "
                                     f"(gpu_check.timeout_s, or the check's timeout_s)") from exc
             if code != 0 or not out.is_file():
-                raise GpuCheckError(f"arm {arm}: series {series}: the probe of GPU check {chk['name']} failed "
+                raise GpuCheckError(f"arm {plan.name}: series {series}: the probe of GPU check {chk['name']} failed "
                                     f"(exit {code}); see the log")
-            tree = "patched" if role == "patched" else "unpatched"
             verdict = run_judge(spec, chk, {tree: out}, {}, work / f"{series}.{chk['name']}.verdict.json", log,
                                 role=role)
             results.append({**verdict, "series": series, "name": chk["name"], "role": role, "record": str(out)})
-    verdict = {"arm": arm, "passed": all(r["passed"] for r in results), "results": results, "argv": argvs,
+    verdict = {"arm": plan.name, "passed": all(r["passed"] for r in results), "results": results, "argv": argvs,
                "gpus": gpus, "gpu_source": source, "image_id": image.get("image_id"),
                "seconds": round(time.monotonic() - started, 1)}
-    text = render_markdown(arm, verdict)
+    text = render_markdown(plan.name, verdict)
     print(text, file=log)
     write_json(verdict_json, verdict)
     write_text_atomic(verdict_md, text)

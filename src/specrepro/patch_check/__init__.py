@@ -175,8 +175,8 @@ def verdict_rows(verdict: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def verdict_section(verdict: Dict[str, Any]):
-    """The verdict as a report section (specrepro.analysis.document): the checks' table and what they ran on."""
-    from specrepro.analysis.document import Section, Table, Text, yes_no
+    """The verdict as a report section (specrepro.document): the checks' table and what they ran on."""
+    from specrepro.document import Section, Table, Text, yes_no
 
     overall = ("PASS" if verdict["passed"] else "FAIL")
     blocks: List[Any] = [Text([f"Overall: **{overall}**"
@@ -204,7 +204,7 @@ def verdict_section(verdict: Dict[str, Any]):
 
 
 def render_markdown(verdict: Dict[str, Any]) -> str:
-    from specrepro.analysis.document import to_markdown
+    from specrepro.document import to_markdown
 
     return to_markdown([verdict_section(verdict)])
 

@@ -28,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
+from specrepro.arm_plan import ArmPlan
 from specrepro.errors import SpecreproError
+from specrepro.launch import LaunchContext, Launcher
 
 PROBE = Path(__file__).parent / "probe_image.py"
 PROBE_DIR_INSIDE = "/opt/specrepro-preflight"
@@ -42,26 +44,24 @@ def _check(name: str, ok: bool, detail: str, started: float) -> Dict[str, Any]:
     return {"check": name, "ok": bool(ok), "detail": detail, "seconds": round(time.monotonic() - started, 2)}
 
 
-def remove_stale_containers(cfg: Dict[str, Any], arm: str, log: IO) -> Dict[str, Any]:
+def remove_stale_containers(plan: ArmPlan, launcher: Launcher, log: IO) -> Dict[str, Any]:
     """The caller's own specrepro containers left on this node by a killed job (exclusive placement: all of them;
     packed: this arm's), removed with their secret files.  A docker daemon (or rootful podman) is shared by every user
     of the node: containers whose owner label is another uid, or that carry none, are reported and left alone (if
     they hold the granted GPUs, the idle check says so)."""
-    from specrepro.launch import LABEL_PREFIX, Launcher, RuntimeUnreachable, check_runtime, secrets_root
-    from specrepro.campaign import Campaign
+    from specrepro.launch import LABEL_PREFIX, RuntimeUnreachable, check_runtime, secrets_root
 
     started = time.monotonic()
-    launcher = Launcher(Campaign(cfg), arm)
     if launcher.runtime not in ("docker", "podman"):
         return _check("stale_containers", True, f"{launcher.runtime}: no long-lived containers to look for", started)
     try:
-        check_runtime(cfg["platform"])
+        check_runtime(plan.platform)
     except RuntimeUnreachable as exc:
         return _check("stale_containers", False, str(exc), started)
     rt = launcher.runtime_command()
     me = str(os.getuid())
-    scope = (f"label={LABEL_PREFIX}.campaign" if cfg["serve"]["placement"] == "exclusive"
-             else f"label={LABEL_PREFIX}.arm={arm}")
+    scope = (f"label={LABEL_PREFIX}.campaign" if plan.serve["placement"] == "exclusive"
+             else f"label={LABEL_PREFIX}.arm={plan.name}")
 
     def labelled() -> Dict[str, Dict[str, str]]:
         found = subprocess.run([*rt, "ps", "--all", "--filter", scope, "--format", "{{.Names}}"],
@@ -107,14 +107,13 @@ def remove_stale_containers(cfg: Dict[str, Any], arm: str, log: IO) -> Dict[str,
     return _check("stale_containers", not left, detail, started)
 
 
-def gpu_memory_used_fraction(cfg: Dict[str, Any], gpus: List[int],
+def gpu_memory_used_fraction(plat: Dict[str, Any], gpus: List[int],
                              nvidia_smi: Optional[str] = None) -> Optional[Dict[int, Optional[float]]]:
     """Memory in use per granted GPU (node index -> fraction; None: the tool does not report that GPU), matched by
     PCI address through the node's own table (specrepro.node_facts), never by the tool's index: inside a job whose
     devices Slurm constrains, nvidia-smi numbers the job's GPUs from 0.  None where nothing can be read."""
     from specrepro import node_facts as nf
 
-    plat = cfg["platform"]
     root = Path(plat.get("node_root") or "/")
     try:
         table = nf.node_gpus(plat["accelerator"], root)
@@ -138,15 +137,15 @@ def gpu_memory_used_fraction(cfg: Dict[str, Any], gpus: List[int],
     return {g: used.get(gpu.pci) for g, gpu in chosen.items()} | {g: None for g in gpus if g not in chosen}
 
 
-def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO, read=gpu_memory_used_fraction) -> Dict[str, Any]:
+def wait_gpus_idle(plan: ArmPlan, gpus: List[int], log: IO, read=gpu_memory_used_fraction) -> Dict[str, Any]:
     started = time.monotonic()
     if not gpus:
         return _check("gpus_idle", True, "no GPUs granted (no accelerator)", started)
-    pf = cfg["preflight"]
+    pf = plan.preflight
     limit = pf["gpu_idle_max_used_fraction"]
     last = None
     while True:
-        used = read(cfg, gpus)
+        used = read(plan.platform, gpus)
         if used is None:
             return _check("gpus_idle", True, "not checked: the node's GPU table or memory counters cannot be read "
                           "on this host (node_facts)", started)
@@ -169,45 +168,35 @@ def wait_gpus_idle(cfg: Dict[str, Any], gpus: List[int], log: IO, read=gpu_memor
         time.sleep(min(15.0, max(1.0, pf["gpu_idle_timeout_s"] / 20)))
 
 
-def probe_image(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], paths: List[str], log: IO,
-                gpus: Optional[List[int]] = None) -> Dict[str, Any]:
+def probe_image(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any],
+                paths: List[str]) -> Dict[str, Any]:
     """Run probe_image.py where the server will run: inside its image, with its mounts, user and GPU devices."""
-    from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher, Mount, job_context
+    from specrepro.probes import probe_argv, run_probe
 
-    campaign = Campaign(cfg)
-    launcher = Launcher(campaign, arm)
     if launcher.runtime == "none":
         root = image.get("sglang_root") or image["pythonpath"]
-        argv = [sys.executable, str(PROBE), root, json.dumps(paths)]
+        argv = probe_argv(launcher, ctx, sys.executable, PROBE, [root, json.dumps(paths)], "preflight")
     else:
-        ctx = job_context(cfg, image, list(gpus or []))
         inside = [d.split(":")[-1] for d in launcher.device_files(ctx)]
-        inner = ["python3", f"{PROBE_DIR_INSIDE}/{PROBE.name}", cfg["platform"]["image_sglang_root"], json.dumps(paths),
-                 json.dumps(inside)]
-        launcher.prepare(ctx)
-        argv = launcher.wrap(ctx, inner, server=True, extra_mounts=[Mount(str(PROBE.parent), PROBE_DIR_INSIDE, True)],
-                             name_suffix="-preflight")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=launcher.process_env(
-        LaunchContext(port=0, launch_id="preflight")), timeout=600)
+        argv = probe_argv(launcher, ctx, "python3", PROBE,
+                          [plan.platform["image_sglang_root"], json.dumps(paths), json.dumps(inside)], "preflight")
+    proc = run_probe(launcher, ctx, argv, 600)
     if proc.returncode != 0:
-        raise PreflightError(f"arm {arm}: the preflight probe could not run in the image ({proc.returncode}): "
+        raise PreflightError(f"arm {plan.name}: the preflight probe could not run in the image ({proc.returncode}): "
                              f"{proc.stderr.strip()[-1500:]}")
     return json.loads(proc.stdout)
 
 
-def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Dict[str, Any]) -> List[Dict[str, Any]]:
-    from specrepro.campaign import Campaign
+def image_checks(plan: ArmPlan, image: Dict[str, Any], probe: Dict[str, Any]) -> List[Dict[str, Any]]:
     from specrepro.sglang_flags import table_from_source
 
     started = time.monotonic()
-    campaign = Campaign(cfg)
     checks = []
-    pin = cfg["sglang"]["version"]
+    pin = plan.sglang_version
     checks.append(_check("image_sglang_version", probe["version"] == pin,
                          f"the image's sglang ({probe.get('package_dir')}) is {probe['version']}, the campaign pins {pin}"
                          if probe["version"] != pin else f"sglang {pin} at {probe.get('package_dir')}", started))
-    series = campaign.series_of(arm)
+    series = plan.series
     applied = probe.get("applied")
     if image.get("kind") == "tree":
         checks.append(_check("image_patch_record", True, "local tree from the patch stage (its manifest is the record)",
@@ -231,7 +220,7 @@ def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Di
         try:
             table = table_from_source(pkg, probe["version"] or "?")
             known = {n for f in table.flags.values() for n in (f.name, *f.aliases)}
-            flags = [t for t in campaign.server_flags(arm, cfg["serve"]["host"], 0) if t.startswith("--")]
+            flags = [t for t in plan.server_flags(0) if t.startswith("--")]
             missing = [f for f in flags if f not in known]
             checks.append(_check("server_flags_in_image", not missing,
                                  f"every flag of the arm is declared by the image's sglang ({len(table.flags)} flags)"
@@ -257,26 +246,17 @@ def image_checks(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], probe: Di
     return checks
 
 
-def resolution_check(cfg: Dict[str, Any], arm: str, image: Dict[str, Any]) -> Dict[str, Any]:
+def resolution_check(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any]) -> Dict[str, Any]:
     """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model)."""
-    from specrepro.campaign import Campaign
-    from specrepro.effective_config import RESOLVE_PROBE, resolve_arms
-    from specrepro.launch import Launcher, Mount, job_context
+    from specrepro.probes import probe_argv
+    from specrepro.resolution import RESOLVE_PROBE, resolve_arms
 
     started = time.monotonic()
-    campaign = Campaign(cfg)
-    launcher = Launcher(campaign, arm)
-    ctx = job_context(cfg, image, [])
+    python = image.get("python") or plan.python if launcher.runtime == "none" else plan.platform["python"]
     try:
-        if launcher.runtime == "none":
-            result = resolve_arms(campaign, [arm], image.get("python") or campaign.python, image.get("pythonpath", ""),
-                                  off_node=False, env=launcher.process_env(ctx))[arm]
-        else:
-            launcher.prepare(ctx)
-            prefix = launcher.wrap(ctx, [], server=True, name_suffix="-resolve",
-                                   extra_mounts=[Mount(str(RESOLVE_PROBE.parent), PROBE_DIR_INSIDE, True)])
-            result = resolve_arms(campaign, [arm], cfg["platform"]["python"], "", off_node=False, argv_prefix=prefix,
-                                  env=launcher.process_env(ctx), probe=f"{PROBE_DIR_INSIDE}/{RESOLVE_PROBE.name}")[arm]
+        argv = probe_argv(launcher, ctx, python, RESOLVE_PROBE, [], "resolve")
+        result = resolve_arms([plan], python, image.get("pythonpath", "") if launcher.runtime == "none" else "",
+                              off_node=False, argv=argv, env=launcher.process_env(ctx))[plan.name]
     except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
         return _check("server_args_resolution", False, f"sglang's resolution could not run in the image: {exc}", started)
     if result["ok"]:
@@ -285,54 +265,44 @@ def resolution_check(cfg: Dict[str, Any], arm: str, image: Dict[str, Any]) -> Di
     return _check("server_args_resolution", False, "; ".join(result["problems"]), started)
 
 
-def host_checks(cfg: Dict[str, Any], arm: str) -> List[Dict[str, Any]]:
-    from specrepro.campaign import Campaign
-
+def host_checks(plan: ArmPlan) -> List[Dict[str, Any]]:
+    """The data files the host-side clients read (the datasets stage put them there on the submit host: a node that
+    does not see them lacks the shared folder)."""
     started = time.monotonic()
-    campaign = Campaign(cfg)
-    missing = []
-    for b in campaign.arm(arm)["benchmarks"]:
-        bench = campaign.benchmark(b)
-        if bench["kind"] == "gsm8k":
-            name = bench["gsm8k"]["test_data"]
-            path = cfg["data"][name]["path"]
-            if not os.path.isfile(path):
-                # the datasets stage put it there on the submit host: a node that does not see it lacks the mount
-                missing.append(f"data.{name}.path={path}")
+    missing = [f"data.{name}.path={source['path']}" for name, source in plan.data.items()
+               if not os.path.isfile(source["path"])]
     return [_check("host_data_files", not missing,
                    "the host-side clients' data files are here" if not missing
                    else f"not on this host: {missing}", started)]
 
 
-def container_paths(cfg: Dict[str, Any], arm: str) -> List[str]:
+def container_paths(plan: ArmPlan) -> List[str]:
     """Paths the server and the in-container clients read: local model paths and client data files."""
-    from specrepro.campaign import Campaign
     from specrepro.launch import PATH_ARGS
 
-    campaign = Campaign(cfg)
-    args = campaign.server_args(arm)
-    paths = [v for k in PATH_ARGS if isinstance(v := args.get(k), str) and v.startswith("/")]
-    for b in campaign.arm(arm)["benchmarks"]:
-        paths += campaign.client_data_files(b)
-    return paths
+    paths = [v for k in PATH_ARGS if isinstance(v := plan.server_args.get(k), str) and v.startswith("/")]
+    return paths + [f for files in plan.client_data.values() for f in files]
 
 
-def run_preflight(cfg: Dict[str, Any], arm: str, image: Dict[str, Any], gpus: List[int], log: IO,
+def run_preflight(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], log: IO,
                   record: Optional[Path] = None) -> Dict[str, Any]:
-    """All checks; raises PreflightError naming every failure.  The record is written either way."""
+    """All checks, with the job's one launch context; raises PreflightError naming every failure.  The record is
+    written either way."""
     from specrepro.fileio import write_json
 
     started = time.monotonic()
-    checks = [remove_stale_containers(cfg, arm, log)] if cfg["preflight"]["remove_stale_containers"] else []
-    checks.append(wait_gpus_idle(cfg, gpus, log))
-    if cfg["preflight"]["inside_image"]:
-        probe = probe_image(cfg, arm, image, container_paths(cfg, arm), log, gpus)
-        checks += image_checks(cfg, arm, image, probe)
-        if cfg["preflight"]["resolve_server_args"]:
-            checks.append(resolution_check(cfg, arm, image))
+    pf = plan.preflight
+    checks = [remove_stale_containers(plan, launcher, log)] if pf["remove_stale_containers"] else []
+    checks.append(wait_gpus_idle(plan, list(ctx.gpus), log))
+    if pf["inside_image"]:
+        probe = probe_image(plan, launcher, ctx, image, container_paths(plan))
+        checks += image_checks(plan, image, probe)
+        if pf["resolve_server_args"]:
+            checks.append(resolution_check(plan, launcher, ctx, image))
     else:
         checks.append(_check("inside_image", True, "skipped: preflight.inside_image=false", time.monotonic()))
-    checks += host_checks(cfg, arm)
+    checks += host_checks(plan)
+    arm = plan.name
     result = {"arm": arm, "ok": all(c["ok"] for c in checks), "checks": checks,
               "seconds": round(time.monotonic() - started, 2)}
     for c in checks:

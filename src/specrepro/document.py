@@ -215,7 +215,7 @@ def assign_ids(sections: Sequence[Section], taken: Optional[set] = None) -> None
 def environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("specrepro.analysis", "templates"), autoescape=select_autoescape(["j2"]),
+    env = Environment(loader=PackageLoader("specrepro", "templates"), autoescape=select_autoescape(["j2"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["inline"] = inline
     env.filters["cell_text"] = lambda c: c if isinstance(c, Cell) else Cell(str(c))

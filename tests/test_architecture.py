@@ -1,0 +1,78 @@
+"""The package's layers import downward only and no module imports itself back through others (issue #30).
+
+The contract itself lives in pyproject.toml ([tool.importlinter]); this runs the real `lint-imports` against it and
+asks grimp, the graph import-linter is built on, for cycles, so a new upward import fails the fast layer.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_layers_contract_is_kept():
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    if exe is None:
+        pytest.fail("lint-imports is not installed; `make .venv/bin/.installed` installs the test extras")
+    out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "1 kept, 0 broken" in out.stdout
+
+
+def strongly_connected(graph, modules):
+    """Tarjan's algorithm over the module graph: the groups of modules that import each other round a loop."""
+    index, low, on_stack, stack, groups = {}, {}, set(), [], []
+
+    def visit(m):
+        index[m] = low[m] = len(index)
+        stack.append(m)
+        on_stack.add(m)
+        for n in graph.find_modules_directly_imported_by(m):
+            if n not in modules:
+                continue
+            if n not in index:
+                visit(n)
+                low[m] = min(low[m], low[n])
+            elif n in on_stack:
+                low[m] = min(low[m], index[n])
+        if low[m] == index[m]:
+            group = set()
+            while True:
+                n = stack.pop()
+                on_stack.discard(n)
+                group.add(n)
+                if n == m:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for m in sorted(modules):
+        if m not in index:
+            visit(m)
+    return groups
+
+
+def test_no_import_cycles():
+    graph = grimp.build_graph("specrepro", cache_dir=None)
+    modules = set(graph.modules)
+    assert "specrepro.analysis.report" in modules, "specrepro.analysis is not seen as part of the package"
+    assert strongly_connected(graph, modules) == []
+
+
+def test_cycle_finder_finds_a_known_cycle():
+    """The check above can fail: a graph with a loop through three modules is reported as one group."""
+
+    class Graph:
+        edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+
+        def find_modules_directly_imported_by(self, m):
+            return self.edges[m]
+
+    assert strongly_connected(Graph(), {"a", "b", "c", "d"}) == [["a", "b", "c"]]
