@@ -8,7 +8,12 @@ min_version("9.0")
 
 from specrepro.arm_plan import thawed
 from specrepro.plan_text import planned_server_command
-from specrepro.workflow_support import arm_constraint, campaign_for_snakemake, targets
+from specrepro.workflow_support import (
+    Rounds,
+    arm_constraint,
+    campaign_for_snakemake,
+    targets,
+)
 
 # composed (or read back) and checked once; every arm's plan built once
 CAMPAIGN = campaign_for_snakemake(config)
@@ -16,6 +21,8 @@ PLANS = CAMPAIGN.plans
 # every path of the campaign's results folder, and its Snakemake pattern (specrepro.layout)
 L = CAMPAIGN.layout
 VERDICTS = targets(CAMPAIGN, "patch_check", L.patch_check())
+# a sequential design's rounds, each decided by a checkpoint after the round before
+ROUNDS = Rounds(CAMPAIGN, checkpoints) if CAMPAIGN.policy else None
 
 
 wildcard_constraints:
@@ -23,6 +30,7 @@ wildcard_constraints:
     series=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     arm=arm_constraint(CAMPAIGN),
     launch=r"[1-9][0-9]*",
+    round=r"[1-9][0-9]*",
     benchmark=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
 

@@ -180,3 +180,8 @@ def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any
 
     skip = set(cfg["experiment"].get("skip_claims") or [])
     return claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skip], cfg)
+
+
+def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:
+    """Metrics the platform or the model cannot speak to: shown in the tables, never judged."""
+    return {**(cfg["model"].get("unjudged_metrics") or {}), **(cfg["platform"].get("unjudged_metrics") or {})}

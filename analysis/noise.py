@@ -74,9 +74,12 @@ def arm_noise(values_by_launch: Sequence[Sequence[float]], launch_prior_cv: Opti
     """The variance of one arm's mean from its measurements.
 
     2+ launches: the spread of the launch means (df launches - 1), which holds
-    both kinds of noise.  One launch: the spread of its repeats / repeats
-    (df repeats - 1; with a single repeat the fallback CV, e.g. pooled over the
-    other arms or the published repeats) plus the launch prior (known).
+    both kinds of noise; launch means identical to the last digit (a deterministic
+    server: greedy decoding of a fixed model) leave that spread at zero, which is
+    no estimate, so the launch prior (known) stands in for it.  One launch: the
+    spread of its repeats / repeats (df repeats - 1; with a single repeat the
+    fallback CV, e.g. pooled over the other arms or the published repeats) plus
+    the launch prior (known).
     """
     launches = [np.asarray(v, dtype=float) for v in values_by_launch if len(v)]
     means = np.array([x.mean() for x in launches])
@@ -84,6 +87,10 @@ def arm_noise(values_by_launch: Sequence[Sequence[float]], launch_prior_cv: Opti
     repeats = int(round(np.mean([len(x) for x in launches]))) if launches else 0
     if len(launches) >= 2:
         var = float(means.var(ddof=1)) / len(launches)
+        if var == 0 and launch_prior_cv:
+            return ArmNoise(mean, (Component((launch_prior_cv * mean) ** 2 / len(launches), math.inf,
+                                             f"{len(launches)} identical launch means: prior {launch_prior_cv:.1%} "
+                                             f"between launches"),), len(launches), repeats)
         return ArmNoise(mean, (Component(var, len(launches) - 1.0, f"measured over {len(launches)} launches"),),
                         len(launches), repeats)
     comps = []

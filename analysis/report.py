@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from specrepro.analysis.claims import unjudged_metrics
 from specrepro.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
                                          to_html, to_markdown, verdict_cell, yes_no)
 
@@ -393,11 +394,6 @@ def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:
-    """Metrics the platform or the model cannot speak to: shown in the tables, never judged."""
-    return {**(cfg["model"].get("unjudged_metrics") or {}), **(cfg["platform"].get("unjudged_metrics") or {})}
-
-
 def executed_statement(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]] = ()) -> str:
     """The first line of the report: where the numbers come from, as measured."""
     plat = cfg["platform"]
@@ -604,8 +600,13 @@ def launches_section(cfg: Dict[str, Any], analysis: Dict[str, Any], metrics: set
             continue
         cells = [f"{x:.2%}" if x is not None else "-" for x in (v["within_launch_cv"], v["between_launch_cv"])]
         rows.append([v["arm"], v["benchmark"], v["metric"], str(v["launches"]), f"{v['repeats_per_launch']:g}", *cells])
+    per_arm = {}
+    for r in records:
+        per_arm[r["arm"]] = per_arm.get(r["arm"], 0) + 1
+    times = (f"{cfg['experiment'].get('launches', 1)} times" if len(set(per_arm.values())) <= 1 else
+             "in rounds (" + ", ".join(f"{a} {n} times" for a, n in per_arm.items()) + ")")
     return Section("Launches", [
-        Text([f"Each arm was launched {cfg['experiment'].get('launches', 1)} times, interleaved; verdicts count "
+        Text([f"Each arm was launched {times}, interleaved; verdicts count "
               f"launch means as replicates ({analysis.get('replicates')}), so launch-to-launch noise is in every "
               "interval."]),
         Text(["Order as run: " + " ".join(f"{r['arm']}#{r['launch']}" for r in order)]),
@@ -663,6 +664,39 @@ def claims_section(analysis: Dict[str, Any], skipped: set) -> Section:
     return Section("Claims", blocks)
 
 
+def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
+    """A sequential design: the stopping rule, after which round each claim was decided, and what each round did."""
+    decision = analysis.get("sequential")
+    if not decision:
+        return None
+    rows = []
+    for c in decision["claims"]:
+        if not c["sequential"]:
+            rows.append([c["id"], verdict_cell(c["verdict"]), "- (no interval: judged on every launch)", "-", "-"])
+            continue
+        pct = c["expect"] != "restores"
+        ci = ("-" if c["rci_low"] is None or math.isnan(c["rci_low"]) else
+              f"{c['rci_low']:+.2%} .. {c['rci_high']:+.2%}" if pct else f"{c['rci_low']:.0%} .. {c['rci_high']:.0%}")
+        rnd = str(c["round"]) if c["decided"] else f"open after {decision['round']}"
+        rows.append([c["id"], verdict_cell(c["verdict"] or "open"), rnd, str(c["launches"] or "-"), ci])
+    history = [[str(h["round"]), str(h["launches"]), ", ".join(h["decided"]) or "-",
+                ", ".join(h["arms_needed"]) or "- (stop)"] for h in decision["history"]]
+    if history and decision["done"] and decision.get("stopped_by"):
+        history[-1][3] = f"- (stop: {decision['stopped_by']})"
+    stop = decision.get("budget_stop")
+    blocks: List[Any] = [Text([decision["rule"]]),
+                         Table(["claim", "verdict", "decided after round", "launches per arm", "repeated 95% CI"], rows),
+                         Table(["round", "launches per still-needed arm", "claims decided", "arms still needed"],
+                               history, title="Round by round")]
+    if stop:
+        blocks.append(Text([f"Stopped by the budget after round {decision['round']}: {stop['spent_gpu_hours']:.2f} "
+                            f"GPU-hours spent, the next round would add {stop['next_round_gpu_hours']:.2f}, over "
+                            f"experiment.max_gpu_hours = {stop['max_gpu_hours']:g}; open claims are INCONCLUSIVE."]))
+    launches = sum(a["launches"] for a in decision["arms"].values())
+    return Section("Rounds of launches (sequential design)", blocks,
+                   note=f"{decision['round']} of {len(decision['schedule'])} rounds, {launches} launches")
+
+
 def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, plots: bool = True) -> List[Section]:
     """Every section after the introduction, in the report's order (markdown and HTML alike)."""
     from specrepro.analysis.plots import tpot_distributions
@@ -674,6 +708,7 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
         theory_section(cfg, analysis, plots),
         sweep_section(cfg, runs, analysis, plots) if "base_arm" in runs.columns else None,
         claims_section(analysis, skipped),
+        sequential_section(analysis),
         Section("Noise floors", [noise_rows(analysis, metrics)], collapsed=True,
                 note="within a launch (repeats) and between launches (measured, or the prior), per benchmark and metric"),
         launches_section(cfg, analysis, metrics),
@@ -756,7 +791,10 @@ def pr_comment(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict
 def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[Path], claims_path,
                     markdown: Path, html: Path, analysis_json: Path, log=None,
                     arm_records: List[Path] = (), acceptance_csv: Path = None, pr_comment_md: Optional[Path] = None,
-                    plots_dir: Optional[Path] = None, captions: Optional[Path] = None) -> Dict[str, Any]:
+                    plots_dir: Optional[Path] = None, captions: Optional[Path] = None,
+                    sequential_decision: Optional[Path] = None) -> Dict[str, Any]:
+    """`sequential_decision`: a sequential design's last round's decision; its verdicts replace the fixed design's
+    (which would ignore that the data were looked at after each round)."""
     import pandas as pd
 
     from specrepro.analysis.analyze import analyze
@@ -785,6 +823,10 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                        theory=predictions(theory_entries(cfg), cfg["model"],
                                           lambda t: toy_acceptance(Path(toy["dir"]), t)) if cfg["experiment"].get("theory")
                        else None, settings=cfg.get("analysis"))
+    if sequential_decision is not None:
+        from specrepro.analysis.sequential import apply_to_analysis
+
+        analysis = apply_to_analysis(analysis, json.loads(Path(sequential_decision).read_text()))
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
     write_report(cfg, runs, requests, analysis, records, verdicts, skipped, markdown, html, pr_comment_md,
@@ -816,10 +858,13 @@ def render_results(results: Path, out: Path, recorded: bool = False) -> None:
     tables = results / "tables"
     out.mkdir(parents=True, exist_ok=True)
     if not recorded:
+        from specrepro.analysis.sequential_round import final_decision
+
         campaign_report(cfg, tables / "runs.csv", tables / "requests.parquet", verdicts, campaign.claims_path or None,
                         out / "report.md", out / "report.html", out / "analysis.json", arm_records=records,
                         acceptance_csv=tables / "acceptance.csv", pr_comment_md=out / "pr_comment.md",
-                        plots_dir=out / "plots", captions=out / "plots.rst")
+                        plots_dir=out / "plots", captions=out / "plots.rst",
+                        sequential_decision=final_decision(campaign.layout) if campaign.policy else None)
         return
     requests = pd.read_parquet(tables / "requests.parquet") if (tables / "requests.parquet").is_file() else None
     write_report(cfg, pd.read_csv(tables / "runs.csv"), requests,

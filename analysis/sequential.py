@@ -46,7 +46,6 @@ round from the table, so nothing but the runs needs to persist between rounds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -55,78 +54,17 @@ import pandas as pd
 from scipy import optimize, special
 
 from specrepro.analysis import checks
+from specrepro.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
 from specrepro.analysis.analyze import (DEFAULT_SETTINGS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
                                         check_table, judge, judge_claim, noise_floors)
 
 SEQUENTIAL_KINDS = ("decrease", "increase", "equal", "not_below", "restores")
-SPENDING = {"obrien_fleming": "Lan-DeMets O'Brien-Fleming-type", "pocock": "Lan-DeMets Pocock-type",
-            "power": "Kim-DeMets power-family"}
 # status codes of the rule's arrays
 OPEN, REPRO, CONTRA, INCONC = 0, 1, 2, 3
 VERDICT_OF = {REPRO: REPRODUCED, CONTRA: NOT_REPRODUCED, INCONC: INCONCLUSIVE}
 
 
 # --- the design ---------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Policy:
-    """`experiment.launches` as a sequential design: launches per arm after round 1 (min), the most (max), how many
-    each later round adds (step) and the alpha-spending function (obrien_fleming | pocock | power, with rho)."""
-    min: int
-    max: int
-    step: int = 1
-    spending: str = "obrien_fleming"
-    rho: float = 3.0
-
-    def __post_init__(self):
-        if self.min < 2:
-            raise ValueError(f"experiment.launches.min = {self.min}: a sequential design needs 2+ launches per arm "
-                             f"in round 1 (the launch means are the replicates; one launch leans on the prior, "
-                             f"whose error no boundary controls)")
-        if self.max < self.min or self.step < 1:
-            raise ValueError(f"experiment.launches: need min <= max and step >= 1, got {self}")
-        if self.spending not in SPENDING:
-            raise ValueError(f"experiment.launches.spending = {self.spending!r}: one of {sorted(SPENDING)}")
-
-    @property
-    def schedule(self) -> List[int]:
-        """Launches per still-needed arm after each round: n_1 = min, ..., max (the last round tops up to max)."""
-        out = list(range(self.min, self.max + 1, self.step))
-        return out if out[-1] == self.max else out + [self.max]
-
-    @property
-    def rounds(self) -> int:
-        return len(self.schedule)
-
-    def as_dict(self) -> Dict[str, Any]:
-        d = {"min": self.min, "max": self.max, "step": self.step, "spending": self.spending}
-        return {**d, "rho": self.rho} if self.spending == "power" else d
-
-    def text(self) -> str:
-        extra = f", step: {self.step}" if self.step != 1 else ""
-        return f"{{min: {self.min}, max: {self.max}{extra}, spending: {self.spending}}}"
-
-    @classmethod
-    def parse(cls, value: Any) -> "Policy":
-        if isinstance(value, Policy):
-            return value
-        if isinstance(value, Mapping):
-            unknown = set(value) - {"min", "max", "step", "spending", "rho"}
-            if unknown:
-                raise ValueError(f"experiment.launches: unknown keys {sorted(unknown)} (min, max, step, spending, rho)")
-            return cls(int(value["min"]), int(value["max"]), int(value.get("step") or 1),
-                       str(value.get("spending") or "obrien_fleming"), float(value.get("rho") or 3.0))
-        raise ValueError(f"experiment.launches = {value!r}: an int (fixed) or {{min, max}} (sequential)")
-
-
-def policy_of(launches: Any) -> Optional[Policy]:
-    """`experiment.launches` as configured: None for an int (the fixed design `analyze` judges), else the Policy."""
-    if launches is None or isinstance(launches, (int, np.integer)):
-        return None
-    if hasattr(launches, "items") and not isinstance(launches, Mapping):  # an OmegaConf DictConfig
-        launches = dict(launches.items())
-    return Policy.parse(launches)
-
 
 def spent(fraction: float, alpha: float, spending: str = "obrien_fleming", rho: float = 3.0) -> float:
     """The one-sided level spent by information fraction t (cumulative; alpha at t >= 1, 0 at t <= 0)."""

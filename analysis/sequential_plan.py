@@ -279,7 +279,8 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
         d = same["_gpu"] - seq_sum["_gpu"]
         out["same_power"] = {"n": same["n"], "gpu_hours": same["gpu_hours"], "power": same["power"],
                              "saving_gpu_hours": float(d.mean()), "saving_se": float(d.std() / math.sqrt(n_sim)),
-                             "saving_share": float(d.mean() / same["gpu_hours"])}
+                             # a platform without GPUs (the CPU testbed) costs launches, not GPU-hours
+                             "saving_share": float(d.mean() / same["gpu_hours"]) if same["gpu_hours"] else 0.0}
     if fixed:
         f = next(f for f in fixed_rows if f["n"] == fixed)
         d = f["_gpu"] - seq_sum["_gpu"]
@@ -387,6 +388,8 @@ def format_plan(plan: Dict[str, Any]) -> str:
         lines.append(f"{r['round']:>5} {r['launches']:>8} {r['fraction']:>8.2f} {r['spent']:>11.4%} "
                      f"{r['nominal']:>8.4%} {r['z']:>6.2f} {r['t']:>7.2f} ({r['df']:.0f})")
     g, s = plan["gpu_hours"], plan["sequential"]
+    if not g["max"]:
+        lines += ["", "(model.gpus = 0: this platform's launches cost no GPU-hours; the launches below are its cost)"]
     lines += ["", f"GPU-hours: minimum {g['min']:.1f}, maximum {g['max']:.1f}, expected {g['expected']:.2f} "
                   f"+- {g['expected_se']:.2f} (MC, {plan['n_sim']} simulated campaigns); launches expected "
                   f"{plan['launches']['expected']:.1f} of {plan['launches']['min']}..{plan['launches']['max']}; "

@@ -82,7 +82,9 @@ def test_changed_greedy_outputs_are_not_reproduced_with_the_questions_listed(mis
     assert "### Greedy outputs against the baseline" in report
     row = next(r for r in report.splitlines() if r.startswith("| gsm8k | pr_rs_on | main_rs_off |"))
     assert row.endswith(f"| {', '.join(map(str, differing))} |")
-    assert f"- pr_rs_on question {differing[0]} r1, first difference at character" in report
+    # where the first differing outputs part: a table row per (arm, question, repeat)
+    assert "| arm | question | repeat | first difference at character |" in report
+    assert f"| pr_rs_on | {differing[0]} | r1 | " in report
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,8 @@ def campaign(tmp_path_factory, standin_assets, check_python):
     # gpu_check on: its rule runs in the DAG (on this CPU: the eager half and sglang's graph runner driven
     # eagerly; the CUDA graphs say "needs a GPU")
     # (the seed series' own GPU check with fewer rows and replays: a CPU runs them eagerly)
-    series = series_copy("eagle_topk", results.parent / "eagle_topk_series",
+    # its own folder: test_mlflow_ui builds this module-scoped campaign again
+    series = series_copy("eagle_topk", tmp_path_factory.mktemp("eagle_topk_series") / "eagle_topk",
                          draft_graph=["--greedy-rows", "512", "--runner-replays", "40"])
     overrides = standin_overrides(results, standin_assets) + [
         "gpu_check.enabled=always", f"experiment.patch_series.eagle_topk={series}"]

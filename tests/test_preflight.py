@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, kfd_tree, nvidia_proc_tree, standin_overrides, vram_sysfs, write_behaviour
+from conftest import (ROOT, kfd_tree, nvidia_proc_tree, standin_overrides, standin_processes, vram_sysfs,
+                      write_behaviour)
 from specrepro.arm_plan import build_arm_plan
 from specrepro.config import compose
 from specrepro.launch import Launcher, job_context
@@ -124,7 +125,8 @@ def test_wrong_image_for_the_arm_is_named():
 
 
 def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
-    cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model")
+    # the checks inside the image before the start (preflight.during_load=false; the default runs them during load)
+    cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model", "preflight.during_load=false")
     image = tmp_path / "image.json"
     image.write_text(json.dumps(image_of(release_tree)))
     arm_dir = Path(cfg["results_dir"]) / "arms" / "main_rs_on"
@@ -133,6 +135,28 @@ def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
         serve_arm(build_arm_plan(cfg, "main_rs_on"), image, arm_dir / "arm.json", io.StringIO())
     assert not (arm_dir / "server.log").exists() and not (arm_dir / "launches.jsonl").exists()
     assert not json.loads((arm_dir / "preflight.json").read_text())["ok"]
+
+
+def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measurement(env, tmp_path, release_tree):
+    """preflight.during_load (the default): the node's checks pass, the server starts, the image's check of the
+    model folder fails while it loads: the server is stopped, nothing is measured, the launch says why."""
+    cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model")
+    image = tmp_path / "image.json"
+    image.write_text(json.dumps(image_of(release_tree)))
+    arm_dir = Path(cfg["results_dir"]) / "arms" / "main_rs_on"
+    write_resolved(cfg)
+    with pytest.raises(PreflightError) as info:
+        serve_arm(build_arm_plan(cfg, "main_rs_on"), image, arm_dir / "arm.json", io.StringIO())
+    assert "preflight failed while the model loaded; the server was stopped before any measurement" in str(info.value)
+    assert "paths_readable_in_image" in str(info.value)
+    record = json.loads((arm_dir / "preflight.json").read_text())
+    assert not record["ok"] and {c["check"] for c in record["checks"]} >= {"gpus_idle", "host_data_files",
+                                                                           "paths_readable_in_image"}
+    events = [json.loads(line) for line in (arm_dir / "launches.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["start", "end"] and events[1]["status"] == "failed"
+    assert "PreflightError" in events[1]["error"] and "measure_s" not in events[1]["timings"]
+    assert not list(arm_dir.glob("**/run.json"))
+    assert standin_processes(tmp_path / "behaviour.json") == []
 
 
 def fake_nvidia_smi(tmp_path, monkeypatch, lines_file):

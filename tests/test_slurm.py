@@ -89,7 +89,10 @@ def test_results_equal_a_local_run(slurm_campaign, tmp_path, standin_assets, che
         return keep.set_index(["arm", "benchmark", "repeat", "metric"])["value"].sort_index()
 
     pd.testing.assert_series_equal(deterministic(slurm_campaign["results"]), deterministic(local))
-    verdict = lambda r: [(c["check"], c["passed"]) for c in json.loads(next(r.glob("patch_check/*/*/verdict.json")).read_text())["patched"]]
+    from specrepro.patch_check import verdict_rows
+
+    verdict = lambda r: [(c["group"], c["check"], c["passed"])  # noqa: E731
+                         for c in verdict_rows(json.loads(next(r.glob("patch_check/*/*/verdict.json")).read_text()))]
     assert verdict(slurm_campaign["results"]) == verdict(local)
     claims = lambda r: {c["id"]: c["verdict"] for c in json.loads((r / "report" / "analysis.json").read_text())["claims"]}
     assert claims(slurm_campaign["results"]) == claims(local)

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from specrepro.cost import repeats_of
 from specrepro.layout import Layout
+from specrepro.rounds import max_launches
 from specrepro.sglang_flags import load_table, render_flags, requested_fields
 
 SERVER_MODULE = "sglang.launch_server"
@@ -67,6 +68,8 @@ class ArmPlan:
     description: str
     sglang_version: str
     ref: str
+    # the campaign's pinned release (its tree is what `plan` resolves arguments against)
+    pinned_ref: str
     series: Optional[str]
     # the series' patches by content: what the arm measures, wherever the folder is
     series_key: Optional[Mapping[str, Any]]
@@ -216,7 +219,7 @@ def owned_flags(serve: Dict[str, Any]) -> List[str]:
 
 
 def arm_runs(name: str, benchmarks: List[str], cfg: Dict[str, Any]) -> List[BenchRun]:
-    launches = int(cfg["experiment"].get("launches") or 1)
+    launches = max_launches(cfg["experiment"].get("launches"))
     numbers = [0] if launches == 1 else range(1, launches + 1)
     return [BenchRun(name, b, r, lt) for lt in numbers for b in benchmarks for r in range(1, repeats_of(cfg, b) + 1)]
 
@@ -256,12 +259,13 @@ def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
     }
     return ArmPlan(
         name=name, campaign=cfg["experiment"]["name"], description=arm.get("description", ""),
-        sglang_version=cfg["sglang"]["version"], ref=ref, series=series, series_key=frozen(series_key),
+        sglang_version=cfg["sglang"]["version"], ref=ref, pinned_ref=cfg["sglang"]["git_ref"], series=series,
+        series_key=frozen(series_key),
         server_args=frozen(args), arm_flags=tuple(render_flags(args, table)),
         owned_flags=tuple(owned_flags(cfg["serve"])),
         requested_fields=frozen(requested_fields(args, table, cfg["serve"])), python=serving_python(cfg),
         benchmarks=frozen(benchmarks), runs=tuple(arm_runs(name, list(benchmarks), cfg)),
-        launches=int(cfg["experiment"].get("launches") or 1),
+        launches=max_launches(cfg["experiment"].get("launches")),
         client_data=frozen({b: client_data_files(v) for b, v in benchmarks.items()}), data=frozen(data),
         measurement_key=frozen(measurement_key), layout=Layout(Path(cfg["results_dir"])),
         platform=frozen(cfg["platform"]), serve=frozen(cfg["serve"]), preflight=frozen(cfg["preflight"]),

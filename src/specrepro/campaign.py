@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from specrepro.arm_plan import ArmPlan, arm_plans
 from specrepro.layout import Layout
+from specrepro.rounds import Policy, interleaved, max_launches, policy_of
 
 
 class Campaign:
@@ -42,7 +43,13 @@ class Campaign:
 
     @property
     def launches(self) -> int:
-        return int(self.experiment.get("launches") or 1)
+        """Launches per arm: the fixed number, or the most a sequential design runs."""
+        return max_launches(self.experiment.get("launches"))
+
+    @property
+    def policy(self) -> Optional[Policy]:
+        """The sequential design, or None for a fixed number of launches."""
+        return policy_of(self.experiment.get("launches"))
 
     @property
     def patch_series_used(self) -> List[str]:
@@ -94,20 +101,13 @@ class Campaign:
 
     # --- launches ------------------------------------------------------------------------------
     def launch_order(self) -> List[tuple]:
-        """(arm, launch) in the order they run: arms forward, then backward (A B C C B A ...).
+        """(arm, launch) in the order they run (A B C C B A ...); a sequential design's first round."""
+        n = self.policy.min if self.policy else self.launches
+        return interleaved(self.arms, {a: range(1, n + 1) for a in self.arms})
 
-        Interleaving spreads slow drift (clocks, thermals, other tenants) over every
-        arm instead of loading it onto whichever arm ran last.
-        """
-        order = []
-        for n in range(1, self.launches + 1):
-            arms = self.arms if n % 2 else list(reversed(self.arms))
-            order += [(a, n) for a in arms]
-        return order
-
-    def previous_launch(self, arm: str, launch: int) -> List[str]:
-        """The launch record this launch waits for (the one before it in `launch_order`)."""
-        order = self.launch_order()
+    def previous_launch(self, arm: str, launch: int, order: Optional[List[tuple]] = None) -> List[str]:
+        """The launch record this launch waits for: the one before it in `order` (default `launch_order`)."""
+        order = order if order is not None else self.launch_order()
         i = order.index((arm, int(launch)))
         if i == 0:
             return []

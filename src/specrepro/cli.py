@@ -39,7 +39,7 @@ def cmd_config(args) -> int:
 
 def cmd_plan(args) -> int:
     from specrepro import plan_text
-    from specrepro.analysis.plan import describe_decidability
+    from specrepro.analysis.plan import describe_decidability, describe_sequential
     from specrepro.campaign import Campaign
     from specrepro.resolution import describe_resolution, plan_resolution, refused_arms
     from specrepro.workflow_support import job_counts, job_table
@@ -48,6 +48,9 @@ def cmd_plan(args) -> int:
     print(plan_text.describe_plan(campaign))
     print()
     print("\n".join(describe_decidability(campaign)))
+    if campaign.policy:
+        print()
+        print("\n".join(describe_sequential(campaign)))
     for warning in plan_text.warnings(campaign):
         print(f"WARNING: {warning}", file=sys.stderr)
     resolution = ({"skipped": "--no-resolve"} if args.no_resolve else

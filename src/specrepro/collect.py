@@ -51,28 +51,20 @@ def run_rows(record: Dict[str, Any]) -> List[Dict[str, Any]]:
 ACCEPTANCE_COLUMNS = ["arm", "benchmark", "repeat", "launch", "drafts_accepted", "verify_steps"]
 
 
-def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
-                     log: Optional[IO] = None, acceptance_csv: Optional[Path] = None) -> pd.DataFrame:
-    from specrepro.campaign import Campaign
+def run_tables(cfg: Dict[str, Any], plans: Dict[str, Any], measured: Dict[str, List[str]]):
+    """The runs, requests and acceptance tables of the runs named (arm -> run stems), from their run records."""
     from specrepro.sweep import cell_columns
 
-    campaign = Campaign(cfg)
     rows: List[Dict[str, Any]] = []
     request_rows: List[Dict[str, Any]] = []
     acceptance_rows: List[Dict[str, Any]] = []
-    bases = {}
-    for arm_record in arm_records:
-        record = json.loads(Path(arm_record).read_text())
-        bases[record["arm"]] = ((record.get("image") or {}).get("base") or {}).get("image_id")
-    if len({b for b in bases.values() if b}) > 1:
-        raise ValueError("arms ran on different base images, so their deltas would mix builds: "
-                         + ", ".join(f"{a}: {b}" for a, b in bases.items()) + "; re-run the image stage for every arm")
-    for arm_record in arm_records:
-        plan = campaign.plan(json.loads(Path(arm_record).read_text())["arm"])
-        arm = plan.name
+    for arm, stems in measured.items():
+        plan = plans[arm]
+        wanted = set(stems)
         for run in plan.runs:
-            path = plan.arm_dir / run.stem / "run.json"
-            record = json.loads(path.read_text())
+            if run.stem not in wanted:
+                continue
+            record = json.loads((plan.arm_dir / run.stem / "run.json").read_text())
             cell = cell_columns(cfg, arm, run.benchmark)
             rows += [{**row, **cell} for row in run_rows(record)]
             acceptance_rows += [{"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
@@ -82,12 +74,26 @@ def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Pat
                 request_rows.append({"arm": arm, "benchmark": run.benchmark, "repeat": run.repeat,
                                      "launch": run.launch or 1, **req})
     runs = pd.DataFrame(rows, columns=RUN_COLUMNS + [c for c in (rows[0] if rows else {}) if c not in RUN_COLUMNS])
+    return runs, pd.DataFrame(request_rows), pd.DataFrame(acceptance_rows, columns=ACCEPTANCE_COLUMNS)
+
+
+def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
+                     log: Optional[IO] = None, acceptance_csv: Optional[Path] = None) -> pd.DataFrame:
+    """The tables of every run the arm records list (a sequential design's arms list the launches they ran)."""
+    from specrepro.arm_plan import arm_plans
+
+    records = [json.loads(Path(p).read_text()) for p in arm_records]
+    bases = {r["arm"]: ((r.get("image") or {}).get("base") or {}).get("image_id") for r in records}
+    if len({b for b in bases.values() if b}) > 1:
+        raise ValueError("arms ran on different base images, so their deltas would mix builds: "
+                         + ", ".join(f"{a}: {b}" for a, b in bases.items()) + "; re-run the image stage for every arm")
+    plans = arm_plans(cfg)
+    runs, requests, acceptance = run_tables(cfg, plans, {r["arm"]: list(r["runs"]) for r in records})
     runs_csv.parent.mkdir(parents=True, exist_ok=True)
     runs.to_csv(runs_csv, index=False)
-    requests = pd.DataFrame(request_rows)
     requests.to_parquet(requests_parquet, index=False)
     if acceptance_csv is not None:
-        pd.DataFrame(acceptance_rows, columns=ACCEPTANCE_COLUMNS).to_csv(acceptance_csv, index=False)
+        acceptance.to_csv(acceptance_csv, index=False)
     if log:
         print(f"{len(runs)} metric rows, {len(requests)} request rows", file=log)
     return runs

@@ -20,6 +20,7 @@ import yaml
 from specrepro.errors import SpecreproError, hydra_message
 from specrepro.cost import campaign_cost
 from specrepro.redaction import SECRET_NAME
+from specrepro.rounds import policy_of
 from specrepro.sglang_flags import load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
@@ -163,8 +164,7 @@ def _experiment_problems(cfg: Dict[str, Any]) -> List[str]:
         problems.append(f"experiment.name: {exp['name']!r} must be a plain name (letters, digits, _ . -)")
     if exp["repeats"] < 1:
         problems.append(f"experiment.repeats: must be >= 1, got {exp['repeats']}")
-    if exp.get("launches", 1) < 1:
-        problems.append(f"experiment.launches: must be >= 1, got {exp['launches']}")
+    problems += _launches_problems(exp)
     if not arms:
         problems.append("experiment.arms: a campaign needs at least one arm")
     if exp["baseline_arm"] not in arms and exp["baseline_arm"] not in {(a.get("cell") or {}).get("base")
@@ -290,14 +290,32 @@ def _analysis_problems(cfg: Dict[str, Any]) -> List[str]:
     return problems
 
 
+def _launches_problems(exp: Dict[str, Any]) -> List[str]:
+    value = exp.get("launches", 1)
+    if isinstance(value, bool) or not isinstance(value, (int, dict)):
+        return [f"experiment.launches: an int (launches per arm) or {{min: N, max: M}} (a sequential design), "
+                f"got {value!r}"]
+    if isinstance(value, int):
+        return [] if value >= 1 else [f"experiment.launches: must be >= 1, got {value}"]
+    try:
+        policy_of(value)
+    except (ValueError, KeyError, TypeError) as exc:
+        missing = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        return [missing if missing.startswith("experiment.launches") else f"experiment.launches: {missing}"]
+    return []
+
+
 def _budget_problems(cfg: Dict[str, Any]) -> List[str]:
     exp = cfg["experiment"]
     if exp.get("max_gpu_hours") is None:
         return []
-    cost = campaign_cost(cfg)
+    policy = policy_of(exp.get("launches"))
+    # a sequential design stops its rounds at the budget: only a first round over it is refused
+    cost = campaign_cost(cfg, launches=policy.min if policy else None)
     if cost["gpu_hours"] <= exp["max_gpu_hours"]:
         return []
-    return [f"experiment.max_gpu_hours: this campaign needs about {cost['gpu_hours']:.1f} GPU-hours "
+    what = "this campaign's first round" if policy else "this campaign"
+    return [f"experiment.max_gpu_hours: {what} needs about {cost['gpu_hours']:.1f} GPU-hours "
             f"({cost['launches']} launches, {cost['requests']} requests, {cost['gpus']} GPUs each; "
             f"serve.expected_load_s and serve.expected_tpot_ms), over the budget of {exp['max_gpu_hours']:g}: drop "
             f"levels, list experiment.sweep.treatments, or raise the budget"]

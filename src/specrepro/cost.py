@@ -7,7 +7,9 @@ and `specrepro plan` prints them.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+from specrepro.rounds import max_launches
 
 
 def repeats_of(cfg: Dict[str, Any], benchmark: str) -> int:
@@ -29,11 +31,12 @@ def run_cost(bench: Dict[str, Any], serve: Dict[str, Any]) -> Dict[str, float]:
     return {"requests": requests, "seconds": math.ceil(requests / conc) * tokens * step_s}
 
 
-def campaign_cost(cfg: Dict[str, Any]) -> Dict[str, Any]:
+def campaign_cost(cfg: Dict[str, Any], launches: Optional[int] = None) -> Dict[str, Any]:
     """The whole campaign's planning cost: launches, requests, seconds and GPU-hours (every launch holds the model's
-    GPUs while it loads and while its runs measure)."""
+    GPUs while it loads and while its runs measure).  `launches` per arm: default the most the experiment can run
+    (a sequential design's max)."""
     exp, serve = cfg["experiment"], cfg["serve"]
-    launches = int(exp.get("launches") or 1)
+    launches = int(launches or max_launches(exp.get("launches")))
     requests, seconds = 0, 0.0
     for arm in exp["arms"].values():
         for b in arm["benchmarks"]:

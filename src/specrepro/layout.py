@@ -65,6 +65,10 @@ class Layout:
     def launch_record(self, arm: str = "{arm}", launch: Part = "{launch}") -> str:
         return self._p("arms", arm, "launches", f"{launch}.json")
 
+    def round_decision(self, round: Part = "{round}") -> str:
+        """A sequential design's decision after a round: what is decided, which arms launch again."""
+        return self._p("sequential", f"round{round}.json")
+
     def table(self, name: str) -> str:
         """runs.csv, requests.parquet, acceptance.csv."""
         return self._p("tables", name)

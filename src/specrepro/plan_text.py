@@ -68,8 +68,19 @@ def describe_launches(campaign: Campaign) -> List[str]:
              f"step per extra request); budget "
              + (f"{budget:g} GPU-hours (experiment.max_gpu_hours)" if budget is not None else
                 "none (experiment.max_gpu_hours)")]
+    policy = campaign.policy
+    if policy:
+        first = campaign_cost(cfg, launches=policy.min)
+        lines[0] = (f"## launches: a sequential design {policy.text()}: round 1 launches every arm {policy.min} "
+                    f"times ({len(campaign.arms) * policy.min} launches); after each round the claims are judged "
+                    f"and only the arms an undecided claim names launch again, up to {policy.schedule} per arm "
+                    f"({n} launches at most); loading costs about {load:.0f} s a launch (serve.expected_load_s)")
+        lines[1] = lines[1].replace("## cost: ", f"## cost: round 1 {first['gpu_hours']:.2f} GPU-hours; at most ")
+        if budget is not None:
+            lines[1] += "; the rounds stop before one would cross it"
     if campaign.launches > 1:
-        lines.append("order (interleaved; verdicts use the between-launch noise): "
+        lines.append(("round 1 order (interleaved; later rounds interleave the arms they launch): " if policy else
+                      "order (interleaved; verdicts use the between-launch noise): ")
                      + " ".join(f"{a}#{k}" for a, k in campaign.launch_order()))
     return lines
 

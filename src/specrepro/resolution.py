@@ -26,6 +26,49 @@ SHOWN_FIELDS = ("attention_backend", "sampling_backend", "device", "dtype", "kv_
                 "speculative_use_rejection_sampling")
 
 
+# What hides the accelerator from the resolution probe while a server loads on it (sglang is told the platform's
+# facts instead): a CUDA context of the probe's would otherwise sit in the GPU memory the loading server sizes its
+# KV cache by.
+HIDDEN_ACCELERATOR = {"CUDA_VISIBLE_DEVICES": "-1", "HIP_VISIBLE_DEVICES": "-1", "ROCR_VISIBLE_DEVICES": "-1"}
+
+
+def resolution_key(plan: ArmPlan, patches: List[str]) -> str:
+    """What sglang's resolution of an arm depends on, hashed: its flags and the facts it is told, the tree (the
+    pinned release, or the arm's ref and patches) and the model's config.json.  `plan` and every launch of the arm
+    that ask the same question share the answer."""
+    import hashlib
+
+    request = resolution_request([plan], off_node=plan.platform["accelerator"] != "none")
+    release = plan.ref == plan.pinned_ref and not patches
+    tree = {"sglang": plan.sglang_version, "ref": "release" if release else plan.ref, "patches": list(patches)}
+    config = Path(str(plan.server_args.get("model_path"))) / "config.json"
+    digest = hashlib.sha256(json.dumps([request["arms"][plan.name], request["platform"], tree], sort_keys=True).encode())
+    digest.update(config.read_bytes() if config.is_file() else b"-")
+    return digest.hexdigest()[:20]
+
+
+def _arm_cache(plan: ArmPlan, key: str) -> Path:
+    return Path(plan.cache_dir) / "resolution" / f"arm-{key}.json"
+
+
+def cached_resolution(plan: ArmPlan, key: str) -> Optional[Dict[str, Any]]:
+    """{"arm": judgement, "by": who resolved it} for a question already answered, else None."""
+    path = _arm_cache(plan, key)
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def store_resolution(plan: ArmPlan, key: str, judgement: Dict[str, Any], by: str) -> None:
+    """Keep an answer for the next launch (or job) that asks the same question; an unanswered one is not kept."""
+    from specrepro.fileio import write_json
+
+    if judgement.get("error"):
+        return
+    write_json(_arm_cache(plan, key), {"arm": judgement, "by": by})
+
+
 def resolution_request(plans: List[ArmPlan], off_node: bool) -> Dict[str, Any]:
     """The probe's input: each arm's server flags as launched, and the facts sglang resolves them under."""
     plat = plans[0].platform
@@ -116,14 +159,19 @@ def plan_resolution(plans: List[ArmPlan]) -> Dict[str, Any]:
         digest.update(config.read_bytes() if config.is_file() else b"-")
     cached = cache_dir / "resolution" / f"{digest.hexdigest()[:20]}.json"
     if cached.is_file():
-        return json.loads(cached.read_text())
-    try:
-        arms = resolve_arms(plans, str(env / "bin" / "python"), pythonpath, off_node, env=run_env)
-    except (RuntimeError, ValueError) as exc:
-        return {"skipped": f"sglang's resolution could not run here: {exc}"}
-    result = {"arms": arms, "tree": str(tree), "off_node": off_node, "facts": request["platform"]}
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(result))
+        result = json.loads(cached.read_text())
+    else:
+        try:
+            arms = resolve_arms(plans, str(env / "bin" / "python"), pythonpath, off_node, env=run_env)
+        except (RuntimeError, ValueError) as exc:
+            return {"skipped": f"sglang's resolution could not run here: {exc}"}
+        result = {"arms": arms, "tree": str(tree), "off_node": off_node, "facts": request["platform"]}
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(result))
+    # the release tree answers for the arms that serve it: their launches reuse it (preflight.resolution_check)
+    for plan in plans:
+        if plan.ref == plan.pinned_ref and not plan.series and plan.name in result["arms"]:
+            store_resolution(plan, resolution_key(plan, []), result["arms"][plan.name], "plan")
     return result
 
 

@@ -380,7 +380,9 @@ class ExperimentConfig:
     repeats: int = 3
     # Server launches per arm.  With 2 or more, each launch serves `repeats` of every benchmark, the
     # arms' launches run interleaved (A B C C B A ...), and verdicts use the between-launch noise.
-    launches: int = 1
+    # A mapping {min: 2, max: 5} (optional step, spending: obrien_fleming | pocock | power, rho) is a
+    # sequential design: rounds of launches until every claim is decided (specrepro.rounds).
+    launches: Any = 1
     baseline_arm: str = MISSING
     arms: Dict[str, ArmConfig] = field(default_factory=dict)
     # Series name -> its folder (patches/<series>/, with series.yaml); arms name the series.
@@ -406,8 +408,12 @@ class ExperimentConfig:
     # level (specrepro.sweep turns the grid into cells: benchmarks `gsm8k@concurrency=3`, arms
     # `patched@cuda_graph_max_bs=4`).
     sweep: SweepConfig = field(default_factory=SweepConfig)
-    # `plan` and `run` refuse a campaign whose estimated GPU time exceeds this (None: no budget).
+    # `plan` and `run` refuse a campaign whose estimated GPU time exceeds this (None: no budget).  Under a
+    # sequential design it refuses only a first round over it, and stops the rounds before one would cross it.
     max_gpu_hours: Optional[float] = None
+    # What a sequential design's plan assumes where `reference` has no figure: arm -> benchmark -> metric ->
+    # value, or arm -> another arm's name ("measures as that arm").  `plan`'s expected GPU-hours only.
+    planning_assumptions: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -453,8 +459,15 @@ class PreflightConfig:
     # Read the image's sglang version, patch record and flags, and the paths, inside the image.
     inside_image: bool = True
     # Run sglang's own resolution of the arm's arguments inside the image (with the model's config.json):
-    # a field it would rewrite, or arguments it refuses, stop the arm before the model loads.
+    # a field it would rewrite, or arguments it refuses, stop the arm before any measurement.  An answer for the
+    # same arguments, tree and model config (from `plan`, or an earlier launch) is reused.
     resolve_server_args: bool = True
+    # false: resolve afresh on every launch (say, after changing the image's Python packages under the same tree)
+    reuse_resolution: bool = True
+    # Run the checks inside the image while the model loads (a failed one stops the server before any
+    # measurement), so that each launch costs the node a second or two before its server starts; false: before
+    # the server starts (a failed check then costs no GPU time, every launch waits for them).
+    during_load: bool = True
 
 
 @dataclass

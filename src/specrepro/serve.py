@@ -16,6 +16,7 @@ and when it ends.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -26,7 +27,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
 import requests
 
@@ -140,10 +141,15 @@ class Server:
             fh.seek(self.log_start)
             return fh.read().decode(errors="replace")
 
-    def wait_ready(self, timeout_s: float, progress: Optional[IO] = None) -> float:
+    def wait_ready(self, timeout_s: float, progress: Optional[IO] = None,
+                   abort: Optional[Callable[[], None]] = None) -> float:
+        """Seconds until the server answers and its log says ready; `abort` is called while waiting and may raise
+        (checks that run while the model loads and failed)."""
         start = time.monotonic()
         last_note = start
         while time.monotonic() - start < timeout_s:
+            if abort is not None:
+                abort()
             if not self.alive():
                 raise self.crashed("exited before it was ready")
             try:
@@ -446,12 +452,62 @@ def launch_event(plan: ArmPlan, server: Server, ctx: LaunchContext, launch: Opti
             "started": time.time(), "preflight_seconds": preflight["seconds"], "runs": [r.stem for r in pending]}
 
 
-def measure_launch(server: Server, pending: List[BenchRun], log: IO) -> None:
-    """One launch's measurements: readiness, the /server_info check, warm-up, every pending run in turn."""
+class ChecksWhileLoading:
+    """Preflight's checks inside the image, run in a thread while the model loads (`preflight.during_load`): the
+    server waits for no check, and a failed one stops it before any measurement."""
+
+    def __init__(self, plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any],
+                 node: Dict[str, Any]):
+        from specrepro.preflight import in_image_checks
+
+        self.plan, self.node, self.started = plan, node, time.monotonic()
+        self.checks: Optional[List[Dict[str, Any]]] = None
+        self.error: Optional[BaseException] = None
+
+        def run() -> None:
+            try:
+                self.checks = in_image_checks(plan, launcher, ctx, image)
+            except BaseException as exc:  # raised where the job waits for it (`result`)
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name=f"preflight-{plan.name}", daemon=True)
+        self.thread.start()
+
+    def failed_early(self) -> None:
+        """While the server loads: raise as soon as the checks have finished with a failure."""
+        if not self.thread.is_alive() and (self.error or not all(c["ok"] for c in self.checks or [])):
+            self.result(None)
+
+    def result(self, log: Optional[IO]) -> Dict[str, Any]:
+        """Wait for the checks; the whole preflight's record (the node's checks and these); PreflightError on a
+        failure."""
+        from specrepro.preflight import judge_preflight
+
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return judge_preflight(self.plan, self.node["checks"] + self.checks, self.node["seconds"]
+                               + time.monotonic() - self.started, log or io.StringIO(),
+                               self.plan.arm_dir / "preflight.json",
+                               "while the model loaded; the server was stopped before any measurement")
+
+
+def measure_launch(server: Server, pending: List[BenchRun], log: IO, checks: Optional[ChecksWhileLoading] = None,
+                   timings: Optional[Dict[str, float]] = None) -> None:
+    """One launch's measurements: readiness (and the checks that ran meanwhile), the /server_info check, warm-up,
+    every pending run in turn."""
     plan, serve = server.plan, server.plan.serve
+    timings = {} if timings is None else timings
     server.start()
-    ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log)
+    ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log,
+                                abort=checks.failed_early if checks is not None else None)
+    timings["ready_s"] = round(ready_s, 3)
     print(f"arm {plan.name}: server ready after {ready_s:.1f} s", file=log, flush=True)
+    if checks is not None:
+        ready = time.monotonic()
+        checks.result(log)
+        timings["checks_after_ready_s"] = round(time.monotonic() - ready, 3)
+    measuring = time.monotonic()
     check = effective_config.probe(server.base_url, dict(plan.requested_fields), plan.sglang_version)
     check["launch_id"] = server.launch_id
     write_json(plan.arm_dir / "effective_config" / f"{server.launch_id}.json", check)
@@ -464,41 +520,71 @@ def measure_launch(server: Server, pending: List[BenchRun], log: IO) -> None:
         print(f"arm {plan.name}: {run.benchmark} r{run.repeat} ({i} of {len(pending)})", file=log, flush=True)
         record = run_benchmark(server, run, plan.arm_dir / run.stem, log)
         write_json(plan.arm_dir / run.stem / "run.json", record)
+    timings["measure_s"] = round(time.monotonic() - measuring, 3)
 
 
 def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[BenchRun], launch: Optional[int],
                        launches: LaunchLog, log: IO) -> None:
-    """Preflight, one server launch, its measurements, and its teardown, with the job's one launch context."""
-    from specrepro.image import ensure_image
-    from specrepro.preflight import run_preflight
+    """Preflight, one server launch, its measurements, and its teardown, with the job's one launch context.
 
+    The node's own time around the server's start-up and measurements (what a launch costs beyond them) is timed
+    into the launch's end event: the checks before the start, the GPU facts, the teardown.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from specrepro.image import ensure_image
+    from specrepro.preflight import in_image_checks, judge_preflight, node_checks
+
+    job_started = time.monotonic()
     serve = plan.serve
     gpus, gpu_source = granted_gpus(plan)
     image_id = image.get("image_id", "")
     image = ensure_image(plan, image, log)
     launcher = Launcher(plan)
     ctx = job_context(plan, image, gpus, gpu_source, port=serve["port"] or free_port(serve["host"]))
-    # Before the model loads: minutes here, not GPU-hours after it.
-    preflight = run_preflight(plan, launcher, ctx, image, log, record=plan.arm_dir / "preflight.json")
+    during_load = plan.preflight["during_load"]
+    # Before the model loads: seconds here, not GPU-hours after it.
+    started = time.monotonic()
+    checks = node_checks(plan, launcher, ctx, log)
+    if not during_load:
+        checks += in_image_checks(plan, launcher, ctx, image)
+    preflight = judge_preflight(plan, checks, time.monotonic() - started, log, plan.arm_dir / "preflight.json",
+                                "before the server started")
+    facts_started = time.monotonic()
     facts = {"before": gpu_facts.collect(plan, launcher, ctx, image, log)}
+    timings = {"preflight_before_start_s": preflight["seconds"],
+               "gpu_facts_before_s": round(time.monotonic() - facts_started, 3)}
     server = Server(plan, launcher, image, plan.arm_dir / "server.log", ctx)
     event = launch_event(plan, server, ctx, launch, image_id, preflight, pending)
     launches.append(event)
     status, error = "failed", None
     try:
         print("$ " + event["argv"], file=log, flush=True)
-        measure_launch(server, pending, log)
+        while_loading = ChecksWhileLoading(plan, launcher, ctx, image, preflight) if during_load else None
+        measure_launch(server, pending, log, while_loading, timings)
         status = "ok"
     except BaseException as exc:
         error = redact(f"{type(exc).__name__}: {exc}")[:4000]
         raise
     finally:
-        server.stop(serve["shutdown_grace_s"])
-        facts["after"] = gpu_facts.collect(plan, launcher, ctx, image, log)
+        # the GPUs' state after the measurement is read while the server goes down: the teardown costs the longer
+        # of the two, not their sum
+        stopping = time.monotonic()
+        with ThreadPoolExecutor(1) as pool:
+            after = pool.submit(gpu_facts.collect, plan, launcher, ctx, image, log)
+            server.stop(serve["shutdown_grace_s"])
+            facts["after"] = after.result()
         write_json(plan.arm_dir / "gpu_facts.json", facts)
+        timings["teardown_s"] = round(time.monotonic() - stopping, 3)
+        timings["job_s"] = round(time.monotonic() - job_started, 3)
+        timings["node_overhead_s"] = round(timings["job_s"] - timings.get("ready_s", 0.0)
+                                           - timings.get("measure_s", 0.0), 3)
         launches.append({"event": "end", "launch_id": ctx.launch_id, "status": status, "error": error,
-                         "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)]})
-        print(f"arm {plan.name}: server {server.launch_id} stopped ({status})", file=log, flush=True)
+                         "ended": time.time(), "log_offsets": [server.log_start, _size(server.log_path)],
+                         "timings": timings})
+        print(f"arm {plan.name}: server {server.launch_id} stopped ({status}); the node's time beyond start-up and "
+              f"measurement {timings['node_overhead_s']:.1f} s ({', '.join(f'{k} {v}' for k, v in timings.items())})",
+              file=log, flush=True)
 
 
 def launch_record(plan: ArmPlan, launch: int, measured: Dict[str, Dict[str, Any]], launches: LaunchLog,
@@ -531,16 +617,20 @@ def arm_record(plan: ArmPlan, image: Dict[str, Any], measured: Dict[str, Dict[st
 
 
 def serve_arm(plan: ArmPlan, image_record: Path, output: Path, log: IO,
-              launch: Optional[int] = None, measure: bool = True) -> Dict[str, Any]:
+              launch: Optional[int] = None, measure: bool = True,
+              launch_numbers: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """Measure the arm's missing runs on one server launch, then write its record.
 
     `launch`: one of the arm's `experiment.launches` (its runs only; `output` is
     that launch's record).  `measure=False`: every run must be measured already
-    (by the launch jobs); only the arm record is written.
+    (by the launch jobs); only the arm record is written, of the launches in
+    `launch_numbers` (default all: a sequential design's arm ran those its rounds asked for).
     """
     image = json.loads(image_record.read_text())
     plan.arm_dir.mkdir(parents=True, exist_ok=True)
     runs = plan.runs_of(launch)
+    if launch_numbers is not None:
+        runs = [r for r in runs if r.launch in set(launch_numbers)]
     # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure)
     missing = plan.runs_without_record(launch)
     pending = pending_runs(plan, runs, image.get("image_id", ""), log)
@@ -571,10 +661,12 @@ def _size(path: Path) -> int:
 
 
 def serve_bench_job(config: Dict[str, Any], arm: str, image_record: Path, gpu_checks: List[Path], output: Path,
-                    log: IO, launch: Optional[int] = None, measure: bool = True) -> Dict[str, Any]:
+                    log: IO, launch: Optional[int] = None, measure: bool = True,
+                    launch_numbers: Optional[Sequence[int]] = None) -> Dict[str, Any]:
     """The measuring job: the arm's plan, built once from the job's resolved config, handed to everything below."""
     from specrepro.arm_plan import build_arm_plan
     from specrepro.gpu_check import refuse_failed
 
     refuse_failed(gpu_checks)
-    return serve_arm(build_arm_plan(config, arm), image_record, output, log, launch=launch, measure=measure)
+    return serve_arm(build_arm_plan(config, arm), image_record, output, log, launch=launch, measure=measure,
+                     launch_numbers=launch_numbers)

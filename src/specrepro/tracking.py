@@ -19,6 +19,7 @@ from typing import Any, Dict, Optional
 
 from specrepro.arm_plan import thawed
 from specrepro.redaction import redact, secret_values
+from specrepro.rounds import round_of
 
 KEY_TAG = "specrepro.key"
 # The claims an arm takes part in, counted by verdict, next to its headline metrics.
@@ -310,15 +311,19 @@ class CampaignTracker:
             arm_record_path = plan.arm_dir / "arm.json"
             if not arm_record_path.is_file():
                 continue
-            arm_run, tags = self.log_arm(plan, json.loads(arm_record_path.read_text()))
+            arm_record = json.loads(arm_record_path.read_text())
+            arm_run, tags = self.log_arm(plan, arm_record)
             created[f"arm:{plan.name}"] = arm_run
             headline: Dict[str, list] = {}
             last_end = 0
             for run in plan.runs:
                 path = plan.arm_dir / run.stem / "run.json"
-                if not path.is_file():
+                # the runs the arm record lists (a sequential design's arm ran the launches its rounds asked for)
+                if run.stem not in arm_record.get("runs", {}) or not path.is_file():
                     continue
-                label, run_id, end_ms, numbers = self.log_run(plan, run, json.loads(path.read_text()), arm_run, tags)
+                run_tags = {**tags, "round": str(round_of(campaign.policy, run.launch))} if campaign.policy else tags
+                label, run_id, end_ms, numbers = self.log_run(plan, run, json.loads(path.read_text()), arm_run,
+                                                              run_tags)
                 created[label] = run_id
                 last_end = max(last_end, end_ms or 0)
                 for k, v in numbers.items():

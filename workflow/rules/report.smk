@@ -19,6 +19,7 @@ rule report:
         verdicts=VERDICTS,
         gpu_checks=targets(CAMPAIGN, "gpu_check", L.gpu_check()),
         arms=[L.arm_record(arm) for arm in CAMPAIGN.arms],
+        sequential=lambda w: ROUNDS.final_decision() if ROUNDS else [],
     output:
         markdown=L.report("report.md"),
         html=report(

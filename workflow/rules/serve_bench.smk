@@ -66,7 +66,7 @@ else:
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
             datasets=lambda w: CAMPAIGN.datasets_for_arm(w.arm),
             config=ancient(L.resolved_config()),
-            previous=lambda w: CAMPAIGN.previous_launch(w.arm, w.launch),
+            previous=lambda w: (ROUNDS or CAMPAIGN).previous_launch(w.arm, w.launch),
         output:
             done=L.launch_record(),
         log:
@@ -93,13 +93,40 @@ else:
         script:
             "../scripts/serve_bench.py"
 
+    if ROUNDS:
+
+        # After each round: which claims are decided and which arms launch
+        # again (specrepro.analysis.sequential_round), from every launch so far.
+        checkpoint sequential_round:
+            input:
+                launches=lambda w: ROUNDS.launch_records(int(w.round)),
+                config=ancient(L.resolved_config()),
+            output:
+                L.round_decision(),
+            log:
+                L.log("sequential", "round{round}"),
+            localrule: True
+            conda:
+                "../envs/specrepro.yaml"
+            params:
+                claims=CAMPAIGN.claims_path,
+                analysis_key=CAMPAIGN.analysis_key(),
+            message:
+                "sequential design, round {wildcards.round}: which claims are decided, which arms launch again"
+            script:
+                "../scripts/sequential_round.py"
+
     rule serve_bench:
         input:
             image=L.image(),
             gpu_check=lambda w: CAMPAIGN.gpu_check_for_arm(w.arm),
-            launches=lambda w: [
-                L.launch_record(w.arm, n) for n in range(1, CAMPAIGN.launches + 1)
-            ],
+            launches=lambda w: (
+                ROUNDS.arm_launches(w.arm)
+                if ROUNDS
+                else [
+                    L.launch_record(w.arm, n) for n in range(1, CAMPAIGN.launches + 1)
+                ]
+            ),
         output:
             done=L.arm_record(),
         log:

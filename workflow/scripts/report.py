@@ -19,4 +19,7 @@ with stage_log(snakemake) as log:
         pr_comment_md=Path(snakemake.output.pr_comment),
         plots_dir=Path(snakemake.output.plots),
         captions=Path(snakemake.output.captions),
+        sequential_decision=(
+            Path(snakemake.input.sequential[0]) if snakemake.input.sequential else None
+        ),
     )

@@ -10,14 +10,16 @@ records.  A failed check blocks the series' arms (image stage); the verdict is w
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
 from specrepro.errors import SpecreproError
-from specrepro.fileio import write_json, write_text_atomic
+from specrepro.fileio import locked, write_json, write_text_atomic
 from specrepro.patching import sha256_file
 from specrepro.procs import run_logged
 from specrepro.series import checks_of, load_series, run_judge
@@ -196,6 +198,10 @@ def verdict_section(verdict: Dict[str, Any]):
     env = verdict["env"]
     notes.append(f"Check env: {env['path']} ({'reused' if env['reused'] else 'built'} in {env['seconds']:.1f} s); "
                  f"checks {verdict['probe_seconds']} s.")
+    if verdict.get("reused"):
+        notes.append(f"Reused: these checks ran on the same trees, series and check env at {verdict.get('ran_at')} "
+                     f"(key {verdict['reused']['key']}, kept in {verdict['reused']['from']}); nothing they read "
+                     f"has changed since.")
     rows = verdict_rows(verdict)
     return Section(f"patch_check: series `{verdict['series']}` ({verdict['title']}) on sglang "
                    f"{verdict['sglang_version']}, on a CPU", [*blocks, Text(notes)], level=2,
@@ -209,22 +215,74 @@ def render_markdown(verdict: Dict[str, Any]) -> str:
     return to_markdown([verdict_section(verdict)])
 
 
+def folder_digest(folder: Path) -> str:
+    """Every file under `folder` by path and content (caches aside)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def verdict_key(series_dir: Path, sglang: Dict[str, Any], source_manifest: Dict[str, Any],
+                patch_manifest: Dict[str, Any], env: Dict[str, Any]) -> str:
+    """Everything a series' verdict depends on, hashed: the series folder (patches, checks, judges), the source
+    (its archive or commit), the patches as applied, the check env, the pinned sglang, and the code that checks
+    (this package's patch_check, patching and series modules, the Python that runs the judges)."""
+    import specrepro
+
+    here = Path(specrepro.__file__).parent
+    code = hashlib.sha256()
+    for path in [*sorted((here / "patch_check").glob("*.py")), here / "patching.py", here / "series.py",
+                 here / "procs.py"]:
+        code.update(path.read_bytes())
+    source = {k: source_manifest.get(k) for k in ("archive_sha256", "commit", "ref", "method", "version_in_tree")}
+    applied = [{k: p.get(k) for k in ("sha256", "files", "fuzz", "offsets")} for p in patch_manifest["patches"]]
+    return hashlib.sha256(json.dumps(
+        {"series": folder_digest(series_dir), "sglang": sglang, "source": source, "applied": applied,
+         "env": env.get("key"), "code": code.hexdigest(), "python": sys.version}, sort_keys=True, default=str,
+    ).encode()).hexdigest()[:20]
+
+
+def reuse_verdict(cache: Path, work_dir: Path, log: IO) -> Optional[Dict[str, Any]]:
+    """The verdict of the same checks on the same trees, series and env, with its probe records, if one was kept."""
+    import shutil
+
+    kept = cache / "verdict.json"
+    if not kept.is_file():
+        return None
+    try:
+        verdict = json.loads(kept.read_text())
+    except (OSError, ValueError):
+        return None
+    if (cache / "probes").is_dir():
+        shutil.copytree(cache / "probes", work_dir, dirs_exist_ok=True)
+    print(f"patch_check: reused the verdict of the same checks on the same trees, series and check env "
+          f"(key {cache.name}, first run {verdict.get('ran_at', '?')} for {verdict.get('ran_for', '?')}); remove "
+          f"{cache} to run them again", file=log, flush=True)
+    return {**verdict, "reused": {"key": cache.name, "from": str(cache)}}
+
+
 def patch_check_stage(*, series: str, sglang: Dict[str, Any], source_manifest: Path, source_tree: Path,
                       patch_manifest: Path, patched_tree: Path, series_dir: Path, requirements: Path, cache_dir: Path,
                       verdict_json: Path, verdict_md: Path, log: IO) -> Dict[str, Any]:
-    verdict = patch_check(
-        series=series,
-        sglang=sglang,
-        source_tree=source_tree,
-        source_manifest=json.loads(source_manifest.read_text()),
-        patched_tree=patched_tree,
-        patch_manifest=json.loads(patch_manifest.read_text()),
-        series_dir=series_dir,
-        requirements=requirements,
-        cache_dir=cache_dir,
-        work_dir=verdict_json.parent / "probes",
-        log=log,
-    )
+    """The series' verdict, written next to the results; a verdict of the same checks on the same trees, series
+    and check env (`verdict_key`) is reused from cache_dir/patch_check, and says so."""
+    import shutil
+
+    source, applied = json.loads(source_manifest.read_text()), json.loads(patch_manifest.read_text())
+    work_dir = verdict_json.parent / "probes"
+    cache = Path(cache_dir) / "patch_check" / verdict_key(series_dir, sglang, source, applied,
+                                                          ensure_env(cache_dir, requirements, log))
+    verdict = reuse_verdict(cache, work_dir, log)
+    if verdict is None:
+        verdict = patch_check(series=series, sglang=sglang, source_tree=source_tree, source_manifest=source,
+                              patched_tree=patched_tree, patch_manifest=applied, series_dir=series_dir,
+                              requirements=requirements, cache_dir=cache_dir, work_dir=work_dir, log=log)
+        verdict.update(ran_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), ran_for=str(verdict_json.parent))
+        with locked(cache.parent / f"{cache.name}.lock"):
+            if work_dir.is_dir():
+                shutil.copytree(work_dir, cache / "probes", dirs_exist_ok=True)
+            write_json(cache / "verdict.json", verdict)
     text = render_markdown(verdict)
     print(text, file=log)
     # Written whatever the verdict: a failed check is a result the report shows; the image stage of the series'

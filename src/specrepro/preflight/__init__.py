@@ -15,6 +15,12 @@ Runs in each measuring job before its server starts (and by hand:
   by the image's own sglang source; the model folder and every data file a
   client reads there are readable;
 - on the host: the data files the host-side clients read.
+
+The checks of the node (containers, GPUs, host files) run before the server starts; the checks inside the image
+run, by default, while the model loads (`preflight.during_load`): the node's time before the server starts stays a
+second or two, and a failed check still stops the server before any measurement.  sglang's resolution of the arm's
+arguments is reused when it already ran on the same arguments, tree and model config (by `plan`, or by an earlier
+launch), keyed by their hashes (specrepro.resolution).
 """
 
 from __future__ import annotations
@@ -247,22 +253,37 @@ def image_checks(plan: ArmPlan, image: Dict[str, Any], probe: Dict[str, Any]) ->
 
 
 def resolution_check(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any]) -> Dict[str, Any]:
-    """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model)."""
+    """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model), with
+    the accelerator hidden and its facts told, as `plan` asks it (so a loading server shares its GPUs with nothing);
+    an answer already given for the same arguments, tree and model config is reused."""
     from specrepro.probes import probe_argv
-    from specrepro.resolution import RESOLVE_PROBE, resolve_arms
+    from specrepro.resolution import (HIDDEN_ACCELERATOR, RESOLVE_PROBE, cached_resolution, resolution_key,
+                                      resolve_arms, store_resolution)
 
     started = time.monotonic()
-    python = image.get("python") or plan.python if launcher.runtime == "none" else plan.platform["python"]
-    try:
-        argv = probe_argv(launcher, ctx, python, RESOLVE_PROBE, [], "resolve")
-        result = resolve_arms([plan], python, image.get("pythonpath", "") if launcher.runtime == "none" else "",
-                              off_node=False, argv=argv, env=launcher.process_env(ctx))[plan.name]
-    except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
-        return _check("server_args_resolution", False, f"sglang's resolution could not run in the image: {exc}", started)
+    key = resolution_key(plan, image.get("patch_sha256") or [])
+    reused = cached_resolution(plan, key) if plan.preflight["reuse_resolution"] else None
+    if reused is not None:
+        result, where = reused["arm"], f"reused: {reused['by']} resolved the same arguments, tree and model config"
+    else:
+        off_node = plan.platform["accelerator"] != "none"
+        python = image.get("python") or plan.python if launcher.runtime == "none" else plan.platform["python"]
+        hidden = HIDDEN_ACCELERATOR if off_node else {}
+        try:
+            argv = probe_argv(launcher, ctx, python, RESOLVE_PROBE, [], "resolve", extra_env=hidden or None)
+            env = launcher.process_env(ctx)
+            env.update(hidden if launcher.runtime == "none" else {})
+            result = resolve_arms([plan], python, image.get("pythonpath", "") if launcher.runtime == "none" else "",
+                                  off_node=off_node, argv=argv, env=env)[plan.name]
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            return _check("server_args_resolution", False, f"sglang's resolution could not run in the image: {exc}",
+                          started)
+        store_resolution(plan, key, result, f"launch {ctx.launch_id}")
+        where = "resolved in the image"
     if result["ok"]:
-        return _check("server_args_resolution", True, "sglang's own resolution keeps every field the arm asks for",
-                      started)
-    return _check("server_args_resolution", False, "; ".join(result["problems"]), started)
+        return _check("server_args_resolution", True,
+                      f"sglang's own resolution keeps every field the arm asks for ({where})", started)
+    return _check("server_args_resolution", False, "; ".join(result["problems"]) + f" ({where})", started)
 
 
 def host_checks(plan: ArmPlan) -> List[Dict[str, Any]]:
@@ -284,33 +305,45 @@ def container_paths(plan: ArmPlan) -> List[str]:
     return paths + [f for files in plan.client_data.values() for f in files]
 
 
-def run_preflight(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], log: IO,
-                  record: Optional[Path] = None) -> Dict[str, Any]:
-    """All checks, with the job's one launch context; raises PreflightError naming every failure.  The record is
-    written either way."""
+def node_checks(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, log: IO) -> List[Dict[str, Any]]:
+    """What must hold before the server starts: no stale container, idle GPUs, the host's data files."""
+    checks = [remove_stale_containers(plan, launcher, log)] if plan.preflight["remove_stale_containers"] else []
+    checks.append(wait_gpus_idle(plan, list(ctx.gpus), log))
+    return checks + host_checks(plan)
+
+
+def in_image_checks(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """What the image on this node holds: its sglang, patch record and flags, the paths, sglang's resolution."""
+    if not plan.preflight["inside_image"]:
+        return [_check("inside_image", True, "skipped: preflight.inside_image=false", time.monotonic())]
+    probe = probe_image(plan, launcher, ctx, image, container_paths(plan))
+    checks = image_checks(plan, image, probe)
+    if plan.preflight["resolve_server_args"]:
+        checks.append(resolution_check(plan, launcher, ctx, image))
+    return checks
+
+
+def judge_preflight(plan: ArmPlan, checks: List[Dict[str, Any]], seconds: float, log: IO, record: Optional[Path],
+                    when: str) -> Dict[str, Any]:
+    """The checks' record (written either way) and verdict: PreflightError naming every failure."""
     from specrepro.fileio import write_json
 
-    started = time.monotonic()
-    pf = plan.preflight
-    checks = [remove_stale_containers(plan, launcher, log)] if pf["remove_stale_containers"] else []
-    checks.append(wait_gpus_idle(plan, list(ctx.gpus), log))
-    if pf["inside_image"]:
-        probe = probe_image(plan, launcher, ctx, image, container_paths(plan))
-        checks += image_checks(plan, image, probe)
-        if pf["resolve_server_args"]:
-            checks.append(resolution_check(plan, launcher, ctx, image))
-    else:
-        checks.append(_check("inside_image", True, "skipped: preflight.inside_image=false", time.monotonic()))
-    checks += host_checks(plan)
-    arm = plan.name
-    result = {"arm": arm, "ok": all(c["ok"] for c in checks), "checks": checks,
-              "seconds": round(time.monotonic() - started, 2)}
+    result = {"arm": plan.name, "ok": all(c["ok"] for c in checks), "checks": checks, "seconds": round(seconds, 2)}
     for c in checks:
         print(f"preflight {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}", file=log, flush=True)
     if record is not None:
         write_json(record, result)
     if not result["ok"]:
         failed = "\n".join(f"  - {c['check']}: {c['detail']}" for c in checks if not c["ok"])
-        raise PreflightError(f"arm {arm}: preflight failed before the server started "
-                             f"({result['seconds']} s):\n{failed}")
+        raise PreflightError(f"arm {plan.name}: preflight failed {when} ({result['seconds']} s):\n{failed}")
     return result
+
+
+def run_preflight(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], log: IO,
+                  record: Optional[Path] = None) -> Dict[str, Any]:
+    """All checks, before the server starts, with the job's one launch context; raises PreflightError naming every
+    failure.  The record is written either way."""
+    started = time.monotonic()
+    checks = node_checks(plan, launcher, ctx, log)
+    checks += in_image_checks(plan, launcher, ctx, image)
+    return judge_preflight(plan, checks, time.monotonic() - started, log, record, "before the server started")
