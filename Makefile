@@ -41,7 +41,7 @@ campaign: $(BIN)/.installed
 	$(BIN)/specrepro run experiment=eagle_topk_cpu $(OVERRIDES)
 
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/snakemake --lint --config overrides='[]'

@@ -4,8 +4,10 @@
 
 Runs the CPU campaign's unpatched arm on sglang's real server with the toy model, three launches each, through the
 real DAG (`specrepro run experiment=eagle_topk_cpu`), twice: as before (every check before the server starts,
-sglang's resolution afresh on every launch: `preflight.during_load=false preflight.reuse_resolution=false`) and as
-now (the checks inside the image while the model loads, the resolution reused).  Each launch's end event records
+sglang's resolution afresh on every launch, sglang's own graceful exit awaited after the measurements:
+`preflight.during_load=false preflight.reuse_resolution=false serve.idle_shutdown_grace_s=30`) and as now (the checks
+inside the image while the model loads, the resolution reused, SIGKILL 1 s after SIGTERM once everything is
+measured).  Each launch's end event records
 its timings (specrepro.serve.launch_and_measure): node time = the measuring job's time - the server's start-up
 (start to ready) - the measurements (the /server_info check, warm-up, runs).  Target: under 5 s per launch; the
 ratio to it is printed, and now against before.  Needs `make campaign` first (the toy model, sglang's CPU env).
@@ -34,7 +36,9 @@ def campaign(results: Path, *settings: str) -> list:
     """The launches' timings of one run of the CPU campaign's unpatched arm, three launches."""
     overrides = [f"results_dir={results}", "experiment=eagle_topk_cpu", "experiment.launches=3",
                  *[f"~experiment.arms.{a}" for a in ("main_rs_off", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg")],
-                 f"experiment.baseline_arm={ARM}", "experiment.claims=null", "experiment.theory={}",
+                 f"experiment.baseline_arm={ARM}", "experiment.claims=null",
+                 *[f"~experiment.theory.{a}" for a in ("main_rs_off", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg")],
+                 f"~experiment.theory.{ARM}.gsm8k_sampled",
                  f"experiment.arms.{ARM}.benchmarks=[gsm8k]", "benchmarks.gsm8k.repeats=1",
                  "benchmarks.gsm8k.gsm8k.num_questions=2", *settings]
     proc = subprocess.run([sys.executable, "-m", "specrepro.cli", "run", *overrides], cwd=ROOT, text=True,
@@ -55,7 +59,7 @@ def main() -> int:
         for cached in (ROOT / ".cache" / "resolution").glob("arm-*.json"):
             cached.unlink()
         out["before"] = campaign(Path(tmp) / "before", "preflight.during_load=false",
-                                 "preflight.reuse_resolution=false")
+                                 "preflight.reuse_resolution=false", "serve.idle_shutdown_grace_s=30")
         out["now"] = campaign(Path(tmp) / "now")
     rows = []
     for name, timings in out.items():

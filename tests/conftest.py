@@ -87,6 +87,24 @@ def standin_assets(check_python, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def standin_campaign(tmp_path_factory, standin_assets, check_python):
+    """The whole DAG against the stand-in (3 arms, GSM8K + bench_serving, gpu_check on), run once for the session:
+    test_e2e_standin checks the campaign, test_mlflow_ui looks at its MLflow store."""
+    results = tmp_path_factory.mktemp("standin_campaign")
+    behaviour = write_behaviour(tmp_path_factory.mktemp("standin_behaviour") / "behaviour.json", standin_assets)
+    env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
+    # gpu_check on: its rule runs in the DAG (on this CPU: the eager half and sglang's graph runner driven
+    # eagerly; the CUDA graphs say "needs a GPU"), with the seed series' own GPU check on fewer rows and replays
+    series = series_copy("eagle_topk", tmp_path_factory.mktemp("eagle_topk_series") / "eagle_topk",
+                         draft_graph=["--greedy-rows", "512", "--runner-replays", "40"])
+    overrides = standin_overrides(results, standin_assets) + [
+        "gpu_check.enabled=always", f"experiment.patch_series.eagle_topk={series}"]
+    proc = specrepro("run", *overrides, env=env, timeout=3000)
+    return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
+            "behaviour": behaviour}
+
+
 def standin_processes(behaviour: Path) -> list:
     """Stand-in servers of one test: those whose environment names its behaviour file.
 

@@ -13,27 +13,14 @@ import subprocess
 import pandas as pd
 import pytest
 
-from conftest import series_copy, specrepro, standin_overrides, standin_processes, write_behaviour
+from conftest import specrepro, standin_processes
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory, standin_assets, check_python):
-    results = tmp_path_factory.mktemp("standin_campaign")
-    behaviour = write_behaviour(results.parent / "behaviour.json", standin_assets)
-    env = {"SPECREPRO_TEST_PYTHON": str(check_python), "SPECREPRO_STANDIN_BEHAVIOUR": str(behaviour)}
-    # gpu_check on: its rule runs in the DAG (on this CPU: the eager half and sglang's graph runner driven
-    # eagerly; the CUDA graphs say "needs a GPU")
-    # (the seed series' own GPU check with fewer rows and replays: a CPU runs them eagerly)
-    # its own folder: test_mlflow_ui builds this module-scoped campaign again
-    series = series_copy("eagle_topk", tmp_path_factory.mktemp("eagle_topk_series") / "eagle_topk",
-                         draft_graph=["--greedy-rows", "512", "--runner-replays", "40"])
-    overrides = standin_overrides(results, standin_assets) + [
-        "gpu_check.enabled=always", f"experiment.patch_series.eagle_topk={series}"]
-    proc = specrepro("run", *overrides, env=env, timeout=3000)
-    return {"results": results, "env": env, "overrides": overrides, "stdout": proc.stdout + proc.stderr,
-            "behaviour": behaviour}
+def campaign(standin_campaign):
+    return standin_campaign
 
 
 def test_one_server_launch_per_arm(campaign):

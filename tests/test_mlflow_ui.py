@@ -1,6 +1,6 @@
 """The real MLflow UI on a campaign's store, looked at in headless Chromium.
 
-Uses the stand-in campaign of test_e2e_standin (its SQLite store), starts
+Uses the session's stand-in campaign (conftest.standin_campaign, its SQLite store), starts
 `mlflow ui` on it, and checks in Debian's Chromium, in a new browser profile
 (a user who never opened MLflow), what the dashboard link printed at the end of
 `specrepro run` shows without a click, that the plain runs page lists the
@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from conftest import mlflow_server
-from test_e2e_standin import campaign  # noqa: F401  (the module-scoped stand-in campaign)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -27,7 +26,12 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def mlflow_ui(campaign):  # noqa: F811
+def campaign(standin_campaign):
+    return standin_campaign
+
+
+@pytest.fixture(scope="module")
+def mlflow_ui(campaign):
     with mlflow_server(f"sqlite:///{campaign['results']}/mlflow.db", command="ui") as url:
         yield url
 
@@ -73,7 +77,7 @@ def printed_dashboard_link(stdout: str) -> str:
     return re.search(r"^MLflow dashboard, one row per arm: (\S+)$", tail, re.M).group(1)
 
 
-def test_the_dashboard_link_printed_at_the_end_shows_one_row_per_arm(mlflow_ui, campaign, tmp_path):  # noqa: F811
+def test_the_dashboard_link_printed_at_the_end_shows_one_row_per_arm(mlflow_ui, campaign, tmp_path):
     """The link `specrepro run` printed last, opened in Chromium as a user who never opened MLflow: the runs page
     grouped by arm, one folded row per arm with its headline numbers, without a click."""
     from mlflow.tracking import MlflowClient
@@ -108,7 +112,7 @@ def test_the_dashboard_link_printed_at_the_end_shows_one_row_per_arm(mlflow_ui, 
     assert "matching runs" in text
 
 
-def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):  # noqa: F811
+def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):
     """`specrepro open RESULTS_DIR`: mlflow ui on the campaign's store on a free loopback port, the dashboard link
     for that port printed; Ctrl-C (SIGINT) stops the UI and nothing is left listening."""
     import signal

@@ -4,8 +4,9 @@ as a user's Ctrl-C would, and resumed.
 Three unpatched arms, GSM8K only, `experiment.launches={min: 3, max: 4}`, the claims of
 tests/conf/claims/sequential_cpu.yaml: rejection sampling's cost in accept length is clear after round 1 (the
 argmax arm is deterministic, the sampling arm's launches agree within about 1%, and three launches per arm give
-Welch two degrees of freedom each), accuracy on the toy model is decidable by no round.  So main_rs_off stops after
-round 1 and the two arms the accuracy claim names launch a fourth time.
+Welch two degrees of freedom each); an equality within 0.5% between two arms that differ by launch noise alone is
+decidable by no round.  So main_rs_off stops after round 1 and the two arms the equality claim names launch a fourth
+time.
 """
 
 from __future__ import annotations
@@ -107,11 +108,14 @@ def test_clear_claims_stopped_after_round_1_and_the_undecided_one_got_round_2(in
     claims = {c["id"]: c for c in interrupted["analysis"]["claims"]}
     assert claims["rs_costs_accept_length"]["verdict"] == "REPRODUCED"
     assert claims["rs_costs_accept_length"]["sequential"]["round"] == 1
-    assert claims["nocg_keeps_accuracy"]["verdict"] == "INCONCLUSIVE"
-    assert "no test after round 2" in claims["nocg_keeps_accuracy"]["detail"]
+    # judged at the last round on four launches per arm; its verdict is the noise's to give (INCONCLUSIVE unless
+    # four launches happen to land more than 0.5% apart beyond doubt)
+    nocg = claims["nocg_keeps_accept_length"]
+    assert nocg["sequential"]["round"] == 2 and nocg["sequential"]["launches"] == 4, nocg
+    assert "(2 of 2)" in nocg["detail"] or "decided after round 2" in nocg["detail"], nocg["detail"]
     report = interrupted["report"]
     assert "| rs_costs_accept_length | **REPRODUCED** | 1 | 3 |" in report
-    assert "| nocg_keeps_accuracy | **INCONCLUSIVE** | 2 | 4 |" in report
+    assert f"| nocg_keeps_accept_length | **{nocg['verdict']}** | 2 | 4 |" in report
 
 
 def test_each_launch_cost_the_node_seconds_beyond_its_start_up(interrupted):

@@ -26,8 +26,8 @@ from specrepro.sglang_flags import load_table, render_flags, requested_fields
 SERVER_MODULE = "sglang.launch_server"
 BENCH_SERVING_MODULE = "sglang.benchmark.serving"
 # serve settings that decide nothing a server measures (timeouts, plan's cost figures)
-UNMEASURED_SERVE = ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "bench_timeout_s", "expected_load_s",
-                    "expected_tpot_ms", "expected_tpot_growth")
+UNMEASURED_SERVE = ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "idle_shutdown_grace_s", "bench_timeout_s",
+                    "expected_load_s", "expected_tpot_ms", "expected_tpot_growth")
 
 
 def frozen(value: Any) -> Any:

@@ -434,8 +434,11 @@ class ServeConfig:
     # None: sglang's default (40 decode steps a line).
     decode_log_interval: Optional[int] = None
     enable_metrics: bool = True
-    # Seconds to wait for a graceful exit before SIGKILL.
+    # Seconds to wait for a graceful exit after SIGTERM before SIGKILL, when a launch failed or was interrupted.
     shutdown_grace_s: float = 30.0
+    # The same after a launch measured everything: no request is in flight, and sglang (0.5.20) looks for SIGTERM
+    # only every 5 s (TokenizerManager.sigterm_watchdog), so a longer grace is node time spent waiting.
+    idle_shutdown_grace_s: float = 1.0
     # Upper bound for one benchmark invocation.
     bench_timeout_s: float = 7200.0
     # Seconds the log may take to show a window's last decode lines.

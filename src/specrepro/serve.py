@@ -197,8 +197,11 @@ class Server:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         if self.proc is not None and self.proc.poll() is None:
+            # SIGTERM to the server alone, as `docker stop` and a user's Ctrl-C give it: sglang drains and ends its
+            # schedulers itself.  Signalled too, a scheduler dies first and sglang takes that for a crash and
+            # sleeps 5 s for crash diagnostics (0.5.20's SIGQUIT handler) on every launch.
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.kill(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
@@ -572,7 +575,7 @@ def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[Bench
         stopping = time.monotonic()
         with ThreadPoolExecutor(1) as pool:
             after = pool.submit(gpu_facts.collect, plan, launcher, ctx, image, log)
-            server.stop(serve["shutdown_grace_s"])
+            server.stop(serve["idle_shutdown_grace_s" if status == "ok" else "shutdown_grace_s"])
             facts["after"] = after.result()
         write_json(plan.arm_dir / "gpu_facts.json", facts)
         timings["teardown_s"] = round(time.monotonic() - stopping, 3)

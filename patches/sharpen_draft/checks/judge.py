@@ -9,7 +9,7 @@ decides whether the patched `sample_draft_proposal` does what the PR says:
                              condition the CUDA rejection-sampling verify needs
   q_of_x_is_gather_of_q      the returned q(X) is q.gather(X)
   sharper_than_unpatched     P(X == argmax) on sharp rows rises over the unpatched
-                             tree's, on the same logits and seeds, by a stated amount
+                             tree's, on the same logits and random draws, by a stated amount
   signature_unchanged        the function's signature equals the unpatched tree's
   call_sites_unchanged       (source, with --tree) the callers in eagle_worker_v2.py
                              and their arguments are the unpatched tree's
@@ -155,7 +155,7 @@ def sharper(patched: Dict[str, Any], unpatched: Optional[Dict[str, Any]]) -> Dic
         parts.append(f"{key}: P(X = argmax) {b['p_argmax']:.3f} -> {a['p_argmax']:.3f} "
                      f"(+{gain:.3f}, need +{need}; the softmaxes predict +{predicted:.3f}) over {a['rows']} rows")
     return check("sharper_than_unpatched", "patched", ok,
-                 "same logits and seeds, vocab 512 sharp rows: " + "; ".join(parts), **evidence)
+                 "same logits and random draws, vocab 512 sharp rows: " + "; ".join(parts), **evidence)
 
 
 def signature_unchanged(patched: Dict[str, Any], unpatched: Optional[Dict[str, Any]]) -> Dict[str, Any]:
