@@ -2,8 +2,9 @@
 # On a lent GPU only (the `device` tool): the toy campaign's arms on sglang 0.5.20's real server with
 # CUDA graphs on and off, patched and unpatched, through the pipeline's serving code
 # (tests/gpu/toy_campaign_on_device.py, platform tests/gpu/conf/platform/h200_bare.yaml).
-# Carried: .whl/ (tests/gpu/fetch_device_wheels.sh), .gpu/sglang-0.5.20.tar.xz (the release's `sglang`
-# package), .gpu/patched/ (the files the patch stage changed), .gpu/gsm8k-test.jsonl (GSM8K test set).
+# Carried (made by tests/gpu/prepare_device_run.sh): .whl/ (wheels and antlr4's source archive),
+# .gpu/sglang-0.5.20.tar.xz (the release's `sglang` package), .gpu/patched/ (the files the patch stage changed),
+# .gpu/gsm8k-test.jsonl (GSM8K test set).
 set -euo pipefail
 out=${OUT:-/tmp/out}
 export PYTHONUNBUFFERED=1
