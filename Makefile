@@ -32,7 +32,9 @@ profiles:
 # where GitHub is reachable; else give a folder that holds gsm8k/test.jsonl, SPECREPRO_DATA_DIR=/data.  A copy beside
 # this checkout (../shared/data, as in this project's workplace) is used when it is there, and the run says so.
 SHARED_DATA := $(abspath $(CURDIR)/../shared/data)
-export SPECREPRO_DATA_DIR ?= $(if $(wildcard $(SHARED_DATA)/gsm8k/test.jsonl),$(SHARED_DATA))
+ifneq ($(wildcard $(SHARED_DATA)/gsm8k/test.jsonl),)
+export SPECREPRO_DATA_DIR ?= $(SHARED_DATA)
+endif
 
 # The seed campaign's arms on real sglang 0.5.20 servers on this CPU, with the toy model
 # (conf/experiment/eagle_topk_cpu.yaml); `specrepro run --cpu-only` runs only the checks of the GPU campaign.

@@ -66,6 +66,19 @@ def test_offline_campaign_without_the_file_is_refused_at_validation(tmp_path):
         compose(["offline=true", f"cache_dir={tmp_path}"])
 
 
+def test_an_empty_data_dir_variable_counts_as_unset(tmp_path, monkeypatch):
+    """A clone with no ../shared beside it: the Makefile used to export SPECREPRO_DATA_DIR="" and OmegaConf's oc.env
+    read that as the folder "", so GSM8K was looked for at /gsm8k/test.jsonl.  Empty is unset, as in the shell."""
+    monkeypatch.setenv("SPECREPRO_DATA_DIR", "")
+    monkeypatch.setenv("SPECREPRO_CACHE_DIR", "")
+    cfg = compose([f"cache_dir={tmp_path}", "offline=false"])
+    assert cfg["data"]["gsm8k"]["path"] == str(tmp_path / "datasets" / "gsm8k" / "test.jsonl")
+    assert compose(["offline=false"])["cache_dir"] == str(ROOT / ".cache")
+    monkeypatch.setenv("SPECREPRO_DATA_DIR", str(tmp_path / "data"))
+    assert compose([f"cache_dir={tmp_path}", "offline=false"])["data"]["gsm8k"]["path"] == \
+        str(tmp_path / "data" / "gsm8k" / "test.jsonl")
+
+
 def test_gsm8k_is_read_from_its_configured_path_and_nothing_points_outside_the_repository(tmp_path, monkeypatch):
     """The default GSM8K path is the cache; offline without it, the error names data.gsm8k.path and the sha256."""
     monkeypatch.delenv("SPECREPRO_DATA_DIR")

@@ -25,7 +25,7 @@ from conftest import ROOT, specrepro, write_behaviour
 
 SERIES = ROOT / "patches" / "sharpen_draft"
 BROKEN = ROOT / "tests" / "data" / "series" / "sharpen_draft_broken.patch"
-# The campaign's cache_dir (conf: ${oc.env:SPECREPRO_CACHE_DIR,${project_root}/.cache}).
+# The campaign's cache_dir (conf: ${env_or:SPECREPRO_CACHE_DIR,${project_root}/.cache}).
 CACHE = Path(os.environ.get("SPECREPRO_CACHE_DIR") or ROOT / ".cache")
 VERSION = "0.5.20"
 SPEC_UTILS = "sglang/srt/speculative/spec_utils.py"

@@ -52,6 +52,10 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
     from specrepro.schema import register_configs
 
     register_configs()
+    if not OmegaConf.has_resolver("env_or"):
+        # oc.env, except that a variable set to "" counts as unset (the shell's ${VAR:-default}): make exports the
+        # variables it leaves empty
+        OmegaConf.register_new_resolver("env_or", lambda name, default=None: os.environ.get(name) or default)
     GlobalHydra.instance().clear()
     overrides = list(overrides)
     if not any(o.split("=", 1)[0].lstrip("+~") == "project_root" for o in overrides):
