@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from specrepro.analysis.claims import unjudged_metrics
+from specrepro.analysis.provenance import git_commit
 from specrepro.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
-                                         to_html, to_markdown, verdict_cell, yes_no)
+                                         to_html, to_markdown, verdict_cell, verdict_class, yes_no)
 
 GPU_STATEMENT = (
     "What needs a GPU: the image build on the GPU platform, the GPU checks the patch series declare (run by "
@@ -58,22 +59,35 @@ def _fmt(value, digits=3):
     return f"{value:.{digits}f}"
 
 
-def _cell(summary: Dict, arm: str, bench: str, metric: str, digits: int = 3) -> str:
+# A spread between repeats this large is flagged beside the number: the mean hides it.
+HIGH_CV = 0.20
+
+
+def _cell(summary: Dict, arm: str, bench: str, metric: str, digits: int = 3) -> Any:
     s = summary.get((arm, bench, metric))
     if not s:
         return "not run"
     half = (s["ci_high"] - s["ci_low"]) / 2 if math.isfinite(s["ci_high"]) else math.inf
     pm = f" ± {half:.{digits}f}" if math.isfinite(half) else " (n=1)"
+    cv = s.get("cv")
+    if cv is not None and math.isfinite(cv) and cv > HIGH_CV:
+        return Cell(f"{s['mean']:.{digits}f}{pm}", note=f" (CV {cv:.0%} > {HIGH_CV:.0%})", cls="bad")
     return f"{s['mean']:.{digits}f}{pm}"
 
 
 # How a metric reads in a headline table: header and digits.
 METRIC_FORMAT = {
-    "accept_length": ("accept len", 3), "accuracy": ("accuracy", 3), "invalid_rate": ("invalid", 3),
-    "mean_tpot_ms": ("mean TPOT (ms)", 2), "median_tpot_ms": ("median TPOT (ms)", 2),
+    "accept_length": ("accept len (tokens/verify step)", 3), "accuracy": ("accuracy (share)", 3),
+    "invalid_rate": ("invalid (share)", 3), "mean_tpot_ms": ("mean TPOT (ms)", 2),
+    "median_tpot_ms": ("p50 TPOT (ms)", 2), "p99_tpot_ms": ("p99 TPOT (ms)", 2),
     "output_throughput": ("output tok/s", 1), "total_throughput": ("total tok/s", 1),
-    "request_throughput": ("req/s", 2), "mean_ttft_ms": ("mean TTFT (ms)", 1), "mean_itl_ms": ("mean ITL (ms)", 2),
+    "request_throughput": ("req/s", 2), "mean_ttft_ms": ("mean TTFT (ms)", 1), "median_ttft_ms": ("p50 TTFT (ms)", 1),
+    "p99_ttft_ms": ("p99 TTFT (ms)", 1), "mean_itl_ms": ("mean ITL (ms)", 2), "median_itl_ms": ("p50 ITL (ms)", 2),
+    "p99_itl_ms": ("p99 ITL (ms)", 2),
 }
+HEADLINE_CAPTION = ("Each cell: the mean over repeats ± the 95% confidence interval's half-width (Student t over the "
+                    "repeats); a coefficient of variation between repeats above {:.0%} is flagged beside its number. "
+                    "Latencies in ms: p50 is the median, p99 the 99th percentile of the requests of a run.")
 BENCHMARK_KIND_TITLES = {"gsm8k": "GSM8K-style benchmarks", "bench_serving": "bench_serving benchmarks"}
 
 
@@ -102,16 +116,19 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
     sections: List[Section] = []
     for kind, title in BENCHMARK_KIND_TITLES.items():
         benches = [b for b, v in cfg["benchmarks"].items() if v["kind"] == kind and not v.get("cell") and b in ran]
-        tables = []
+        tables, shown = [], set()
         for bench in benches:
             metrics = headline_metrics(cfg, bench, analysis.get("claims") or [])
             if not metrics:
                 continue
+            shown |= set(metrics)
             published = {m for arm in ref.values() for m in (arm.get(bench) or {})}
             note = (cfg["benchmarks"][bench].get("headline") or {}).get("note")
             header = ["arm"]
+            unjudged = unjudged_metrics(cfg)
             for m in metrics:
-                header += [METRIC_FORMAT.get(m, (m, 3))[0]] + (["published"] if m in published else [])
+                head = METRIC_FORMAT.get(m, (m, 3))[0] + (", not judged" if m in unjudged else "")
+                header += [head] + (["published"] if m in published else [])
             rows = []
             for arm in cfg["experiment"]["arms"]:
                 if not any((arm, bench, m) in summary for m in metrics):
@@ -127,7 +144,10 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
                 if plots else []
             tables.append(Table(header, rows, title=f"**{bench}**" + (f" ({note})" if note else ""), figures=figures))
         if tables:
-            sections.append(Section(title, tables))
+            unjudged = sorted(set(unjudged_metrics(cfg)) & shown)
+            said = HEADLINE_CAPTION.format(HIGH_CV) + (
+                f" Not judged here (shown only): {', '.join(unjudged)}." if unjudged else "")
+            sections.append(Section(title, [Text([said]), *tables]))
     if not reference_applies(cfg) and cfg["experiment"].get("reference"):
         exp = cfg["experiment"]
         said = Text([f"The published figures were measured with {exp.get('reference_model')} on "
@@ -169,12 +189,18 @@ def claim_verdict_cell(c: Dict[str, Any]) -> Cell:
     return verdict_cell(c["verdict"], " (as predicted for the pin)" if c.get("as_predicted") else "")
 
 
-def claims_blocks(analysis: Dict[str, Any]) -> List[Any]:
-    """Per claim: its verdict, its numbers, and where the noise in its interval came from."""
+def claims_blocks(analysis: Dict[str, Any], shown: Optional[Dict[str, Dict[str, Any]]] = None) -> List[Any]:
+    """Per claim: its verdict, its numbers, and where the noise in its interval came from.  `shown`: claim id -> its
+    view (analysis/claim_view.py), whose verdict replaces the statistic's where this platform cannot test the claim
+    (the statistic's then stands beside it, as analysis.json records it)."""
     rows = []
     for c in analysis["claims"]:
         at = f" (at {', '.join(f'{f} {v}' for f, v in c['levels'].items())})" if c.get("levels") else ""
-        rows.append([f"{c['text'] or c['id']}{at}", claim_verdict_cell(c), c.get("detail", ""), c.get("noise") or "-"])
+        v = (shown or {}).get(c["id"])
+        cell = verdict_view_cell(v) if v else claim_verdict_cell(c)
+        detail = c.get("detail", "") + (f" (recorded verdict: {c['verdict']})" if v and v["verdict"] != c["verdict"]
+                                         else "")
+        rows.append([f"{c['text'] or c['id']}{at}", cell, detail, c.get("noise") or "-"])
     blocks: List[Any] = [Table(["claim", "verdict", "numbers", "noise from"], rows)]
     if multiplicity_lines(analysis):
         blocks.append(Text(multiplicity_lines(analysis)))
@@ -256,13 +282,64 @@ def claim_summary_rows(analysis: Dict[str, Any], noise: bool = True) -> List[Lis
     return rows
 
 
-def summary_section(analysis: Dict[str, Any]) -> Section:
+VERDICT_MEANING = (
+    "What a verdict means: REPRODUCED -- the 95% interval meets what the claim asks (the last column: a direction "
+    "beyond the margin asks nothing of the size, whose PR figure stands beside ours; a share of a gap asks a size); "
+    "NOT REPRODUCED -- the interval contradicts it; INCONCLUSIVE -- neither, and the row says what held it back; "
+    "NOT TESTABLE HERE -- this platform cannot produce the condition or the metric the claim is about (the row says "
+    "why, decided from what ran), so its numbers are shown, not judged. Beside a verdict: whether the pinned code or "
+    "theory predicted it, or it is a SURPRISE.")
+
+
+def verdict_view_cell(v: Dict[str, Any]) -> Cell:
+    """A claim's shown verdict, coloured; its prediction, or what held it back, or why it is not testable, below."""
+    notes = [n for n in (v["reason"], v["expectation"]) if n]
+    cls = verdict_class(v["verdict"]) + (" surprise" if v["surprise"] else " predicted" if v["surprise"] is False
+                                         else "")
+    return Cell(v["verdict"], strong=True, note=(" — " + "; ".join(notes)) if notes else "", cls=cls)
+
+
+def verdict_rows(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]],
+                 run_records: Dict[str, Dict[str, Dict[str, Any]]], requests=None) -> List[List[Any]]:
+    """One row per claim: its shown verdict, the claim, the PR's figure and ours in the metric's units, and what the
+    verdict asks of the data.  A claim judged at every level of a sweep is one row (claim_summary_rows)."""
+    from specrepro.analysis.claim_view import views
+
+    by_id = {v["id"]: v for v in views(cfg, analysis, records, run_records, requests)}
+    swept = {r[1]: r for r in claim_summary_rows(analysis, noise=False)}
+    rows, seen = [], set()
+    for c in analysis["claims"]:
+        if c.get("base_id"):
+            row = swept.get(c.get("text") or c["base_id"])
+            if row is not None and id(row) not in seen:
+                seen.add(id(row))
+                rows.append([row[0], row[1], "-", row[2], "across the levels, each its own verdict"])
+            continue
+        v = by_id[c["id"]]
+        rows.append([verdict_view_cell(v), c["text"] or c["id"], v["pr"], v["ours"], v["asks"]])
+    return rows
+
+
+def verdict_counts(rows: List[List[Any]]) -> str:
     counts: Dict[str, int] = {}
-    for row in claim_summary_rows(analysis, noise=False):
+    for row in rows:
         counts[row[0].text] = counts.get(row[0].text, 0) + 1
-    said = ", ".join(f"{n} {v}" for v, n in counts.items())
-    table = Table(["verdict", "claim", "effect (95% CI)", "noise from"], claim_summary_rows(analysis))
-    said_how = Text(multiplicity_lines(analysis)[:1] + ["Each claim's full numbers are under Claims below."])
+    return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def pr_column(cfg: Dict[str, Any]) -> str:
+    exp = cfg["experiment"]
+    where = " on ".join(x for x in (exp.get("reference_model"), exp.get("reference_platform")) if x)
+    return f"the PR ({where})" if where else "the PR"
+
+
+def summary_section(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]],
+                    run_records: Dict[str, Dict[str, Dict[str, Any]]], requests=None) -> Section:
+    rows = verdict_rows(cfg, analysis, records, run_records, requests)
+    said = verdict_counts(rows)
+    table = Table(["verdict", "claim", pr_column(cfg), "here (95% CI)", "REPRODUCED needs"], rows)
+    said_how = Text([VERDICT_MEANING, *multiplicity_lines(analysis)[:1],
+                     "Each claim's full numbers and noise sources are under Claims below."])
     return Section("Verdicts" + (f": {said}" if said else ""), [table, said_how], id="verdicts")
 
 
@@ -370,7 +447,13 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Op
         mismatches.append(f"**Fingerprint mismatch: {d['arm']} differs from {d['baseline']} in {what}**; its deltas "
                           f"against {d['baseline']} may come from that, not from the change.")
     models = sorted({str(r[4]) for r in rows})
-    blocks: List[Any] = [Table(["arm", "host", "GPUs granted", "facts from", *FINGERPRINT_KEYS], rows)]
+    header = ["arm", "host", "GPUs granted", "facts from", *FINGERPRINT_KEYS]
+    # a fact no arm has (a CPU's driver, power cap) is one line below, not a column of "-"
+    kept = [i for i, _ in enumerate(header) if i < 2 or any(r[i] not in ("-", "none", "None") for r in rows)]
+    dropped = [header[i] for i in range(len(header)) if i not in kept]
+    blocks: List[Any] = [Table([header[i] for i in kept], [[r[i] for i in kept] for r in rows])]
+    if dropped:
+        blocks.append(Text([f"Not measured for any arm (none on this platform): {', '.join(dropped)}."]))
     if notes or mismatches:
         blocks.append(Bullets(notes + mismatches))
     # folded unless the arms' fingerprints differ: then the deltas may come from that, and it must be seen
@@ -464,6 +547,11 @@ def arm_checks_section(arm_records: List[Dict[str, Any]],
                             f", {v.get('inconsistent_lines')} of {v.get('lines')} lines off")
                          for k, v in c.items() if isinstance(v, dict) and v.get("checked") and not v.get("consistent")]
                 flagged.append(f"**{arm} {stem}: accept length and accept rate disagree** ({'; '.join(parts)})")
+    from specrepro.analysis.claim_view import identical_commands
+
+    twins = identical_commands(arm_records)
+    same = [f"{a} ran exactly {b}'s server command (argv, sglang tree, patches and environment alike)"
+            for a, b in twins.items()]
     blocks = [Text(["From each launch's `/server_info` (resolved server arguments, version) and the decode log's "
                     "`cuda graph:` field (`cpu graph:` on sglang's CPU engine); an invalid arm's numbers stay in the "
                     "tables but no claim is judged on them."]),
@@ -474,6 +562,9 @@ def arm_checks_section(arm_records: List[Dict[str, Any]],
                     + ("every run consistent." if not flagged else "")])]
     if flagged:
         blocks.append(Bullets(flagged))
+    if same:
+        blocks.append(Text(["**Identical arms:** " + "; ".join(same) + ": what their configurations set apart did "
+                            "not reach the server here, so a claim contrasting them is not testable on this platform."]))
     return Section("Did each arm run what it says", blocks)
 
 
@@ -571,14 +662,16 @@ def acceptance_section(analysis: Dict[str, Any], plots: bool = False) -> Optiona
         collapsed=True, note=f"{len(hists)} histograms (arm x benchmark), with their plots")
 
 
-def attribution_section(analysis: Dict[str, Any]) -> Optional[Section]:
+def attribution_section(analysis: Dict[str, Any], analysis_cfg: Optional[Dict[str, Any]] = None) -> Optional[Section]:
     rows = analysis.get("speedup_attribution") or []
     if not rows:
         return None
-    return Section("Where the speed comes from", [
-        Text(["Output tok/s = accept length x verify steps per second: each arm's change against the baseline, "
-              "split (log scale) into its accept-length part and its step-rate part (a slower kernel shows in the "
-              "latter)."]),
+    unjudged = "output_throughput" in unjudged_metrics(analysis_cfg) if analysis_cfg else False
+    return Section("Where the speed comes from (shown, not judged)", [
+        Text(["Output tok/s = accept length x verify steps per second: each arm's change against the baseline in "
+              "means over its repeats, split (log scale) into its accept-length part and its step-rate part (a slower "
+              "kernel shows in the latter). Point estimates without an interval: no claim is judged on them"
+              + ("; on this platform throughput is not judged at all" if unjudged else "") + "."]),
         Table(["arm", "against", "output tok/s", "from accept length", "from step rate",
                "verify steps/s (arm, baseline)"],
               [[r["arm"], r["baseline"], f"{r['throughput_change']:+.2%}", f"{r['accept_length_part']:+.2%}",
@@ -620,6 +713,9 @@ def commands_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, D
     """Every server launch's command and every benchmark client's, as they ran (HTML only: long lines)."""
     import ast
 
+    from specrepro.analysis.claim_view import identical_commands, launches_of
+
+    twins = identical_commands(arm_records)
     blocks: List[Any] = []
     for rec in arm_records:
         lines = [f"# launch {e.get('launch_id', '?')} on {e.get('host', '?')}\n{e['argv']}"
@@ -634,7 +730,8 @@ def commands_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, D
             if argv:
                 lines.append(f"# {stem}\n" + (" ".join(map(str, argv)) if isinstance(argv, list) else str(argv)))
         if lines:
-            blocks.append(Details(f"{rec['arm']}: {len(rec.get('launches') or [])} server launch(es), "
+            same = f" (exactly {twins[rec['arm']]}'s server command)" if rec["arm"] in twins else ""
+            blocks.append(Details(f"{rec['arm']}: {launches_of(rec)} server launch(es){same}, "
                                   f"{len(run_records.get(rec['arm']) or {})} benchmark runs", [Code("\n\n".join(lines))]))
     for path in verdicts:
         verdict = json.loads(Path(path).read_text())
@@ -657,8 +754,8 @@ def run_records_of(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Di
     return out
 
 
-def claims_section(analysis: Dict[str, Any], skipped: set) -> Section:
-    blocks = claims_blocks(analysis)
+def claims_section(analysis: Dict[str, Any], skipped: set, shown: Optional[Dict[str, Dict[str, Any]]] = None) -> Section:
+    blocks = claims_blocks(analysis, shown)
     if skipped:
         blocks.append(Text([f"Not judged in this campaign (experiment.skip_claims): {', '.join(sorted(skipped))}."]))
     return Section("Claims", blocks)
@@ -699,6 +796,7 @@ def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
 
 def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, plots: bool = True) -> List[Section]:
     """Every section after the introduction, in the report's order (markdown and HTML alike)."""
+    from specrepro.analysis.claim_view import views
     from specrepro.analysis.plots import tpot_distributions
 
     run_records = run_records_of(cfg, records)
@@ -707,7 +805,7 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
         *headline_sections(cfg, analysis, plots),
         theory_section(cfg, analysis, plots),
         sweep_section(cfg, runs, analysis, plots) if "base_arm" in runs.columns else None,
-        claims_section(analysis, skipped),
+        claims_section(analysis, skipped, {v["id"]: v for v in views(cfg, analysis, records, run_records, requests)}),
         sequential_section(analysis),
         Section("Noise floors", [noise_rows(analysis, metrics)], collapsed=True,
                 note="within a launch (repeats) and between launches (measured, or the prior), per benchmark and metric"),
@@ -716,14 +814,18 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
         output_agreement_section(analysis, requests),
         accuracy_section(cfg, analysis),
         acceptance_section(analysis, plots),
-        attribution_section(analysis),
+        attribution_section(analysis, cfg),
     ]
     warnings = [f"{b['arm']} ({b['benchmark']}): {b['per_token']['warning']}" for b in analysis["tpot_bimodality"]
                 if b["per_token"]["warning"]]
     figures = tpot_distributions(requests) if plots else []
     if warnings or figures:
-        sections.append(Section("TPOT distribution", [Bullets(warnings)] * bool(warnings) + figures,
-                                only="" if warnings else "html"))
+        said = Text(["Per-token latency in ms, pooled over every request and repeat of an arm (bench_serving's "
+                     "inter-token latencies): not the headline table's mean TPOT, which averages each run's "
+                     "per-request TPOT first, so the two means differ."
+                     + (" Not judged on this platform." if "mean_tpot_ms" in unjudged_metrics(cfg) else "")])
+        sections.append(Section("TPOT distribution (shown, not judged)", [said] + [Bullets(warnings)] * bool(warnings)
+                                + figures, only="" if warnings else "html"))
     if analysis["flags"]:
         sections.append(Section("Flags", [Bullets([f"**{f['text']}**" for f in analysis["flags"]])]))
     for s in verdict_sections(verdicts):
@@ -734,56 +836,61 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
     return [s for s in sections if s is not None]
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-
-
 def lede(cfg: Dict[str, Any]) -> str:
     from specrepro.config import config_hash
 
-    return (f"sglang {cfg['sglang']['version']} · model `{cfg['model']['name']}` · platform `{cfg['platform']['name']}`"
-            f" · {len(cfg['experiment']['arms'])} arms · config `{config_hash(cfg)}`")
+    toy = " (a toy model)" if cfg["model"].get("toy") else ""
+    gpu = " (a CPU, no GPU)" if cfg["platform"].get("accelerator") == "none" else ""
+    return (f"sglang {cfg['sglang']['version']} · model `{cfg['model']['name']}`{toy} · platform "
+            f"`{cfg['platform']['name']}`{gpu} · {len(cfg['experiment']['arms'])} arms · config `{config_hash(cfg)}`")
 
 
 def results_link(cfg: Dict[str, Any], relative: str) -> str:
     """Where a reader finds a file of the results folder: under tracking.results_url when the folder is published
-    there, else its path on this host."""
+    there, else its path inside the results folder (a path on this host means nothing on the PR)."""
     base = (cfg.get("tracking") or {}).get("results_url")
     if base:
         return f"{base.rstrip('/')}/{relative}"
-    return str(Path(cfg["results_dir"]) / relative)
+    return f"`{relative or '.'}` in the results folder"
 
 
 def reproduce_command(cfg: Dict[str, Any]) -> str:
     return f"specrepro run experiment={cfg['experiment']['name']}"
 
 
-def pr_comment(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]]) -> str:
-    """What a reviewer posts on the PR under test: what ran where, the claims, how to reproduce, where the rest is."""
-    from specrepro.config import config_hash
+def provenance_of(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The provenance the report stage recorded (analysis.json), else taken now (an older recording)."""
+    from specrepro.analysis.provenance import provenance_record
 
+    return analysis.get("provenance") or provenance_record(cfg, records)
+
+
+def provenance_blocks(cfg: Dict[str, Any], prov: Dict[str, Any]) -> List[Any]:
+    """The provenance block: what ran beside the PR's setup, then the code's hashes."""
+    from specrepro.analysis.provenance import code_lines, table
+
+    header, rows = table(prov, "the PR")
+    return [Table(["What ran", *header[1:]], rows), Text(["; ".join(code_lines(prov)) + "."])]
+
+
+def pr_comment(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]], requests=None) -> str:
+    """What a reviewer posts on the PR under test: what ran, the claims with the PR's figures beside ours, how to
+    reproduce, where the rest is; no path of this host."""
     name = cfg["experiment"]["name"]
-    rows = claim_summary_rows(analysis, noise=False)
-    counts: Dict[str, int] = {}
-    for row in rows:
-        counts[row[0].text] = counts.get(row[0].text, 0) + 1
+    prov = provenance_of(cfg, analysis, records)
+    rows = verdict_rows(cfg, analysis, records, run_records_of(cfg, records), requests)
     head = Section(f"specrepro: {name}", level=3, blocks=[
         *([Text([cfg["experiment"]["description"]], quote=True)] if cfg["experiment"].get("description") else []),
         *([Bullets(changes_under_test(cfg))] if changes_under_test(cfg) else []),
-        Text([executed_statement(cfg, records), setup_statement(cfg, analysis)]),
-        Table(["verdict", "claim", "effect (95% CI)"], rows,
-              title=f"**Claims** ({', '.join(f'{n} {v}' for v, n in counts.items())}):"),
-        Text(multiplicity_lines(analysis)[:1]),
-        Code(f"{reproduce_command(cfg)}\n# or exactly this configuration:\n"
-             f"snakemake --configfile results/{name}/resolved_config.yaml", lang="sh"),
-        Text([f"Config hash `{config_hash(cfg)}`" + (f", specrepro `{git_commit()}`" if git_commit() else "")
-              + f". Full report (verdicts, tables, plots): {results_link(cfg, 'report/report.html')} "
-              f"(markdown: {results_link(cfg, 'report/report.md')}); every run in MLflow: "
-              f"`specrepro open {results_link(cfg, '')}` opens the dashboard, one row per arm."]),
+        Text([executed_statement(cfg, records)]),
+        *provenance_blocks(cfg, prov),
+        Table(["verdict", "claim", pr_column(cfg), "here (95% CI)", "REPRODUCED needs"], rows,
+              title=f"**Claims** ({verdict_counts(rows)}):"),
+        Text([VERDICT_MEANING + " " + " ".join(multiplicity_lines(analysis)[:1])]),
+        Text([f"Reproduce: `{reproduce_command(cfg)}`, or exactly this configuration: `snakemake --configfile "
+              f"results/{name}/resolved_config.yaml`. Full report: {results_link(cfg, 'report/report.html')} "
+              f"(markdown: {results_link(cfg, 'report/report.md')}); every run in MLflow: `specrepro open` on the "
+              "results folder."]),
     ])
     return to_markdown([head])
 
@@ -827,6 +934,9 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
         from specrepro.analysis.sequential import apply_to_analysis
 
         analysis = apply_to_analysis(analysis, json.loads(Path(sequential_decision).read_text()))
+    from specrepro.analysis.provenance import provenance_record
+
+    analysis["provenance"] = provenance_record(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
     analysis_json.write_text(json.dumps(analysis, indent=1, default=str))
     write_report(cfg, runs, requests, analysis, records, verdicts, skipped, markdown, html, pr_comment_md,
@@ -883,13 +993,16 @@ def write_report(cfg, runs, requests, analysis, records, verdicts, skipped, mark
     sections = report_sections(cfg, runs, requests, analysis, records, verdicts, skipped)
     title = f"{cfg['experiment']['name']}: results"
     intro = intro_blocks(cfg, analysis, records)
-    Path(markdown).write_text(to_markdown([Section(title, intro, level=1), *sections]))
-    footer = [f"specrepro {git_commit() or '(commit unknown)'}; config hash `{config_hash(cfg)}`; "
-              f"rendered from the campaign's own files ({results_link(cfg, 'report/analysis.json')})."]
-    Path(html).write_text(to_html(title, summary_section(analysis), sections, intro=intro, lede=lede(cfg),
-                                  footer=footer))
+    provenance = provenance_blocks(cfg, provenance_of(cfg, analysis, records))
+    summary = summary_section(cfg, analysis, records, run_records_of(cfg, records), requests)
+    Path(markdown).write_text(to_markdown([Section(title, provenance, level=1), summary,
+                                           Section("", intro), *sections]))
+    footer = [f"Rendered by specrepro {git_commit() or '(commit unknown)'}; config hash `{config_hash(cfg)}`; "
+              f"from the campaign's own files ({results_link(cfg, 'report/analysis.json')})."]
+    Path(html).write_text(to_html(title, summary, sections, intro=intro, lede=lede(cfg), footer=footer,
+                                  provenance=provenance))
     if pr_comment_md is not None:
-        Path(pr_comment_md).write_text(pr_comment(cfg, analysis, records))
+        Path(pr_comment_md).write_text(pr_comment(cfg, analysis, records, requests))
     figures = figures_of(sections)
     plots_dir.mkdir(parents=True, exist_ok=True)
     import base64

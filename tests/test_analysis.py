@@ -188,10 +188,11 @@ def test_headline_tables_have_the_seeds_shape_in_the_experiments_words():
     # each benchmark's table, its note from the experiment's own file, the published figure beside each metric
     assert "**gsm8k** (accept length is the metric the fix moves)" in text
     assert "**bench_serving** (read mean TPOT, not median)" in text
-    assert "| arm | accept len | published | accuracy | published | invalid | published |" in text
+    assert ("| arm | accept len (tokens/verify step) | published | accuracy (share) | published | invalid (share) | "
+            "published |") in text
     assert "| pr_rs_on | 3.882 (n=1) | 3.882 | 0.940 (n=1) | 0.940 | 0.000 (n=1) | 0.000 |" in text
-    # median TPOT has no published figure: no column for one
-    assert "| main_rs_on | 3.29 (n=1) | 3.29 | not run | 285.7 (n=1) | 285.7 |" in text
+    # p50 and p99 TPOT have no published figure: no column for one
+    assert "| main_rs_on | 3.29 (n=1) | 3.29 | not run | not run | 285.7 (n=1) | 285.7 |" in text
     assert text.index("### GSM8K-style benchmarks") < text.index("### bench_serving benchmarks")
 
 

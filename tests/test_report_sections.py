@@ -137,37 +137,61 @@ def test_markdown_and_html_show_the_same_tables(analysis, tmp_path):
     assert len(html_headers) > len(md_headers)
 
 
-def test_the_pr_comment_is_short_and_pasteable(analysis):
-    from specrepro.analysis.report import pr_comment
-    from specrepro.config import check_resolved, config_hash
+def seed_cfg():
+    from specrepro.config import check_resolved
     import yaml
 
     raw = yaml.safe_load((DATA / "resolved_config.yaml").read_text())
     raw.update(project_root=str(ROOT), results_dir=str(DATA))
-    cfg = check_resolved(raw)
+    return check_resolved(raw)
+
+
+# A path of this host in text a reviewer pastes on GitHub: a slash after a space, a quote, a bracket or a backtick.
+ABSOLUTE_PATH = re.compile(r"(?:^|[\s(`'\"\[])(/[A-Za-z0-9_.-]+)+")
+
+
+def test_the_pr_comment_is_short_pasteable_and_renders_as_github_markdown(analysis):
+    """Rendered through markdown-it-py with GitHub's table extension (CommonMark + GFM tables, as GitHub renders
+    a comment): the provenance table and the claims table are tables, one body row per claim, and no path of this
+    host is left in it."""
+    import pandas as pd
+    from markdown_it import MarkdownIt
+
+    from specrepro.analysis.report import pr_comment
+    from specrepro.config import config_hash
+
+    cfg = seed_cfg()
     records = [json.loads(p.read_text()) for p in sorted((DATA / "arms").glob("*/arm.json"))]
-    text = pr_comment(cfg, analysis, records)
+    requests = pd.read_parquet(DATA / "tables" / "requests.parquet")
+    text = pr_comment(cfg, analysis, records, requests)
     lines = text.splitlines()
     assert lines[0] == "### specrepro: eagle_topk_cpu"
-    assert len(lines) < 40
-    # what ran where, in the report's own words
-    assert any(line.startswith("**Where this ran:** platform `cpu` without an accelerator") for line in lines)
-    # the claims table: one row per claim, its verdict first
-    rows = [line for line in lines if line.startswith("| **")]
-    assert len(rows) == len(analysis["claims"])
-    assert "| **REPRODUCED** | Turning rejection sampling on costs accept length (seed -18%). | main_rs_on vs " \
-           "main_rs_off: -22.8% (95% CI -24.9% .. -20.7%) |" in lines
-    assert "**Claims** (3 REPRODUCED, 2 INCONCLUSIVE, 4 NOT JUDGED, 2 NOT REPRODUCED):" in lines
-    # how to run it again, and which configuration it was
-    assert "specrepro run experiment=eagle_topk_cpu" in lines
-    assert f"snakemake --configfile results/eagle_topk_cpu/resolved_config.yaml" in lines
-    assert f"Config hash `{config_hash(cfg)}`" in text
-    # links to the full report: the path here, or where the results folder is published
-    assert f"{DATA}/report/report.html" in text and f"specrepro open {DATA}" in text
+    assert len(lines) <= 40, len(lines)
+    assert not ABSOLUTE_PATH.search(text), ABSOLUTE_PATH.search(text)
+    assert str(ROOT) not in text and str(DATA) not in text
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    tables = re.findall(r"<table>(.*?)</table>", html, re.S)
+    assert len(tables) == 2, html[:2000]
+    provenance, claims = tables
+    # the provenance: this campaign beside the PR's setup, and the hashes of what ran
+    assert "<th>What ran</th>" in provenance and "<td>this campaign</td>" in provenance
+    assert "<td>the PR</td>" in provenance
+    assert f"config hash <code>{config_hash(cfg)}</code>" in html
+    # the claims: a row per claim, every verdict bold, the PR's figure beside ours in units
+    body = re.findall(r"<tr>(.*?)</tr>", claims.split("<tbody>")[1], re.S)
+    assert len(body) == len(analysis["claims"])
+    assert all(row.startswith("\n<td><strong>") for row in body), body[0]
+    cost = next(row for row in body if "Turning rejection sampling on costs accept length" in row)
+    assert "3.778 -&gt; 3.080 tokens/verify step (-18.5%)" in cost
+    assert "direction: CI below -2%; the PR's -18.5% is outside our CI" in cost
+    tpot = next(row for row in body if "lowers mean TPOT" in row)
+    assert "<strong>NOT TESTABLE HERE</strong>" in tpot and "3.29 -&gt; 3.08 ms (-6.4%)" in tpot
+    # no pipe table survived as text, every link to the report is relative to the results folder
+    assert not re.search(r"<p>\|", html)
+    assert "<code>report/report.html</code> in the results folder" in html
+    assert "specrepro run experiment=eagle_topk_cpu" in text
     cfg["tracking"]["results_url"] = "https://ci.example/artifacts/123/eagle_topk_cpu/"
-    linked = pr_comment(cfg, analysis, records)
-    assert "https://ci.example/artifacts/123/eagle_topk_cpu/report/report.html" in linked
-    assert str(DATA) not in linked.replace(f"specrepro open {DATA}", "")
+    assert "https://ci.example/artifacts/123/eagle_topk_cpu/report/report.html" in pr_comment(cfg, analysis, records)
 
 
 def test_snakemake_captions_come_from_the_report():

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, List, Optional, Sequence, Union
 
 VERDICT_CLASSES = {"REPRODUCED": "reproduced", "NOT REPRODUCED": "not-reproduced", "INCONCLUSIVE": "inconclusive",
-                   "NOT JUDGED": "not-judged"}
+                   "NOT JUDGED": "not-judged", "NOT TESTABLE HERE": "not-testable"}
 
 
 def verdict_class(verdict: str) -> str:

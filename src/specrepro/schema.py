@@ -103,6 +103,9 @@ class ToyModelConfig:
     sharpness: float = 8.0
     # Text the tokenizer is trained on: the name of a `data` entry (a GSM8K-style JSONL of questions and answers).
     corpus: str = "gsm8k"
+    # The text every prompt of the campaign ends with: its last token is left open, so the prompt (the words before
+    # it) decides the first output token and greedy outputs differ between prompts; "" leaves none.
+    prompt_end: str = ""
 
 
 @dataclass
@@ -392,6 +395,9 @@ class ExperimentConfig:
     # Where the published figures were measured: shown beside results of this platform and model only.
     reference_platform: Optional[str] = None
     reference_model: Optional[str] = None
+    # The experiment (conf/experiment/<name>) that composes the published figures' setup: its model's speculative
+    # settings, its platform and its workloads are shown beside this campaign's in the report's provenance.
+    reference_experiment: Optional[str] = None
     # Published repeats on one unchanged server: benchmark -> metric -> values.
     reference_repeats: Dict[str, Dict[str, List[float]]] = field(default_factory=dict)
     # Claims file (conf-relative path) judged by the report.
