@@ -17,11 +17,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 
 def git_commit() -> str:
+    """This checkout's commit, `+changes` when its tracked files differ from it ("" outside a git checkout)."""
+    here = Path(__file__).parent
     try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=10,
-                              cwd=Path(__file__).parent).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                                timeout=10, cwd=here).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, timeout=10, cwd=here).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return ""
+    return f"{commit}+changes" if commit and changed else commit
 
 
 def cpu_facts(cpuinfo: Path = Path("/proc/cpuinfo")) -> Dict[str, Any]:
