@@ -344,7 +344,3 @@ def claim_definitions(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     except (ClaimsError, OSError, KeyError):
         return {}
 
-
-def short(text: str, limit: int = 160) -> str:
-    text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."

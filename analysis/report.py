@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -836,13 +835,16 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
     return [s for s in sections if s is not None]
 
 
-def lede(cfg: Dict[str, Any]) -> str:
+def lede(cfg: Dict[str, Any], recorded_hash: str = "") -> str:
+    """The line under the title; `recorded_hash`: the config hash the report stage recorded (a configuration read
+    back with its paths replaced hashes differently)."""
     from specrepro.config import config_hash
 
     toy = " (a toy model)" if cfg["model"].get("toy") else ""
     gpu = " (a CPU, no GPU)" if cfg["platform"].get("accelerator") == "none" else ""
     return (f"sglang {cfg['sglang']['version']} · model `{cfg['model']['name']}`{toy} · platform "
-            f"`{cfg['platform']['name']}`{gpu} · {len(cfg['experiment']['arms'])} arms · config `{config_hash(cfg)}`")
+            f"`{cfg['platform']['name']}`{gpu} · {len(cfg['experiment']['arms'])} arms · config "
+            f"`{recorded_hash or config_hash(cfg)}`")
 
 
 def results_link(cfg: Dict[str, Any], relative: str) -> str:
@@ -988,18 +990,19 @@ def write_report(cfg, runs, requests, analysis, records, verdicts, skipped, mark
                  pr_comment_md: Optional[Path], plots_dir: Path, captions: Optional[Path]) -> None:
     """report.md, report.html, the PR comment, and every plot as a file (MLflow and Snakemake's report show
     them) with its caption."""
-    from specrepro.config import config_hash
-
     sections = report_sections(cfg, runs, requests, analysis, records, verdicts, skipped)
     title = f"{cfg['experiment']['name']}: results"
     intro = intro_blocks(cfg, analysis, records)
-    provenance = provenance_blocks(cfg, provenance_of(cfg, analysis, records))
+    prov = provenance_of(cfg, analysis, records)
+    provenance = provenance_blocks(cfg, prov)
     summary = summary_section(cfg, analysis, records, run_records_of(cfg, records), requests)
     Path(markdown).write_text(to_markdown([Section(title, provenance, level=1), summary,
                                            Section("", intro), *sections]))
-    footer = [f"Rendered by specrepro {git_commit() or '(commit unknown)'}; config hash `{config_hash(cfg)}`; "
-              f"from the campaign's own files ({results_link(cfg, 'report/analysis.json')})."]
-    Path(html).write_text(to_html(title, summary, sections, intro=intro, lede=lede(cfg), footer=footer,
+    footer = [f"Rendered by specrepro {git_commit() or '(commit unknown)'} from the campaign's own files "
+              f"({results_link(cfg, 'report/analysis.json')}); the configuration that ran: config hash "
+              f"`{prov['config_hash']}`."]
+    Path(html).write_text(to_html(title, summary, sections, intro=intro, lede=lede(cfg, prov["config_hash"]),
+                                  footer=footer,
                                   provenance=provenance))
     if pr_comment_md is not None:
         Path(pr_comment_md).write_text(pr_comment(cfg, analysis, records, requests))

@@ -74,7 +74,8 @@ READ_PAGE = """(() => {
   return {first: first ? first.id : null, firstTop: first ? rect(first).top : null,
           summaryTableBottom: summaryRows.length ? summaryRows[0].bottom : null,
           provenance: provenance ? {text: provenance.innerText, top: rect(provenance).top,
-                                    bottom: rect(provenance).bottom} : null,
+                                    bottom: rect(provenance).bottom, height: rect(provenance).bottom - rect(provenance).top}
+                                 : null,
           summaryRows, verdictCells, images, folded,
           tables: document.querySelectorAll('table').length,
           pipeRows: (document.body.innerText.match(/^\\|.*\\|$/gm) || []).length,
@@ -120,7 +121,8 @@ def reader_problems(seen: Dict[str, Any], requests: List[str], analysis: Dict[st
     if any(r["bottom"] > HEIGHT for r in seen["summaryRows"]):
         problems.append("not every verdict is on the first screen")
     prov = seen["provenance"]
-    if not prov or prov["bottom"] > HEIGHT or (seen["summaryRows"] and prov["top"] > seen["summaryRows"][0]["bottom"]):
+    if not prov or not prov["height"] or prov["bottom"] > HEIGHT or (
+            seen["summaryRows"] and prov["top"] > seen["summaryRows"][0]["bottom"]):
         problems.append("no provenance block on the first screen above the verdicts")
     elif not all(w in prov["text"] for w in ("this campaign", "the PR", "sglang", "sha256", "config hash",
                                              "speculative", "hardware")):

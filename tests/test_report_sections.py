@@ -76,11 +76,11 @@ def test_the_claims_summary_gives_effect_interval_and_noise(analysis):
     assert len(rows) == len(analysis["claims"])
     cost = rows["Turning rejection sampling on costs accept length (seed -18%)."]
     assert cost[0].text == "REPRODUCED" and cost[0].cls == "verdict v-reproduced"
-    assert cost[2] == "main_rs_on vs main_rs_off: -22.8% (95% CI -24.9% .. -20.7%)"
+    assert cost[2] == "main_rs_on vs main_rs_off: -23.2% (95% CI -24.4% .. -21.9%)"
     assert cost[3] == "each arm (main_rs_on, main_rs_off): 3 repeats on one server + prior 0.5% between launches"
     restores = rows["The patch restores accept length to the rejection-sampling-off level (closes at least 90% of "
                     "the gap)."]
-    assert restores[2] == ("pr_rs_on closes 97% of the gap to main_rs_off (95% CI 90% .. 104%; the claim needs more "
+    assert restores[2] == ("pr_rs_on closes 96% of the gap to main_rs_off (95% CI 90% .. 102%; the claim needs more "
                            "than 90%)")
     greedy = rows["The patch commits the target argmax (greedy outputs differ from the baseline's no more than the "
                   "baseline's own)."]
@@ -90,6 +90,41 @@ def test_the_claims_summary_gives_effect_interval_and_noise(analysis):
     assert pinned[0].text == "NOT REPRODUCED" and pinned[0].note == " (as predicted for the pin)"
     unjudged = rows["No arm produces invalid output."]
     assert unjudged[0].text == "NOT JUDGED" and "shown, not judged here" in unjudged[2] and unjudged[3] == "-"
+
+
+def test_the_verdict_rows_show_what_this_platform_can_test(analysis):
+    """The first screen's rows for the recorded CPU campaign: the statistic's verdict where the claim is testable,
+    NOT TESTABLE HERE with its reason where it is not, the PR's figure beside ours, and the greedy claim comparing
+    16 different outputs (the toy model's prompt decides its chain's start)."""
+    import pandas as pd
+
+    from specrepro.analysis.report import run_records_of, verdict_rows
+
+    cfg = seed_cfg()
+    records = [json.loads(p.read_text()) for p in sorted((DATA / "arms").glob("*/arm.json"))]
+    requests = pd.read_parquet(DATA / "tables" / "requests.parquet")
+    rows = {r[1]: r for r in verdict_rows(cfg, analysis, records, run_records_of(cfg, records), requests)}
+    shown = {text: (r[0].text, r[0].cls) for text, r in rows.items()}
+    assert shown["Turning rejection sampling on costs accept length (seed -18%)."] == (
+        "REPRODUCED", "verdict v-reproduced predicted")
+    cost = rows["Turning rejection sampling on costs accept length (seed -18%)."]
+    assert cost[0].note == " — as theory predicts (-22.8%)"
+    assert cost[2:] == ["3.778 -> 3.080 tokens/verify step (-18.5%)",
+                        "4.000 -> 3.074 tokens/verify step (-23.2%, 95% CI -24.4% .. -21.9%)",
+                        "direction: CI below -2%; the PR's -18.5% is outside our CI"]
+    nocg = rows["With CUDA graphs disabled the patch changes nothing."]
+    assert nocg[0].text == "NOT TESTABLE HERE" and nocg[0].cls == "verdict v-not-testable"
+    assert "no arm captured a CUDA graph" in nocg[0].note and "pr_rs_on_nocg = pr_rs_on" in nocg[0].note
+    assert "the pin predicts NOT REPRODUCED" in nocg[0].note and nocg[3].endswith("(shown, not judged)")
+    restores = rows["The patch restores accept length to the rejection-sampling-off level (closes at least 90% of "
+                    "the gap)."]
+    assert restores[0].text == "INCONCLUSIVE" and "held back: p 0.021, Holm-adjusted over 6 claims" in restores[0].note
+    assert restores[2] == "3.080 -> 3.882 of 3.778 tokens/verify step (115% of the gap)"
+    tpot = rows["The patch lowers mean TPOT with rejection sampling on (3.29 -> 3.08 ms)."]
+    assert tpot[0].text == "NOT TESTABLE HERE" and tpot[2] == "3.29 -> 3.08 ms (-6.4%)"
+    greedy = rows["The patch commits the target argmax (greedy outputs differ from the baseline's no more than the "
+                  "baseline's own)."]
+    assert greedy[3] == "48 of 48 outputs identical (16 distinct outputs over 16 questions); A/A 0 of 32 differ"
 
 
 def swept(verdicts):
@@ -158,7 +193,6 @@ def test_the_pr_comment_is_short_pasteable_and_renders_as_github_markdown(analys
     from markdown_it import MarkdownIt
 
     from specrepro.analysis.report import pr_comment
-    from specrepro.config import config_hash
 
     cfg = seed_cfg()
     records = [json.loads(p.read_text()) for p in sorted((DATA / "arms").glob("*/arm.json"))]
@@ -176,7 +210,8 @@ def test_the_pr_comment_is_short_pasteable_and_renders_as_github_markdown(analys
     # the provenance: this campaign beside the PR's setup, and the hashes of what ran
     assert "<th>What ran</th>" in provenance and "<td>this campaign</td>" in provenance
     assert "<td>the PR</td>" in provenance
-    assert f"config hash <code>{config_hash(cfg)}</code>" in html
+    # the hash of the configuration that ran, as the report stage recorded it
+    assert f"config hash <code>{analysis['provenance']['config_hash']}</code>" in html
     # the claims: a row per claim, every verdict bold, the PR's figure beside ours in units
     body = re.findall(r"<tr>(.*?)</tr>", claims.split("<tbody>")[1], re.S)
     assert len(body) == len(analysis["claims"])
