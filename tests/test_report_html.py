@@ -253,19 +253,38 @@ def broken_copy(html: Path, tmp_path: Path, *edits) -> Path:
      "not the first thing on the page"),
     # a table drawn with pipes
     ([(r"<table>", "<pre>| arm | accept len |\n| --- | --- |</pre><table>")], "drawn with pipes"),
-    # the provenance block gone
-    ([(r'<div class="provenance">', '<div class="provenance" hidden>')], "no provenance block"),
-    # a predicted verdict painted as any other
-    ([(r'class="verdict v-reproduced predicted"', 'class="verdict v-reproduced"')], "prediction is not told apart"),
-    # a verdict pushed below the first screen
-    ([(r"<h2>Verdicts", "<div style='height: 600px'></div><h2>Verdicts")], "not every verdict is on the first"),
-], ids=["network", "colour", "image", "order", "pipes", "provenance", "predicted", "first-screen"])
+], ids=["network", "colour", "image", "order", "pipes"])
 def test_the_reader_check_objects_to_a_broken_page(rendered, tmp_path, edits, objection):
     broken = broken_copy(rendered["html"], tmp_path, *edits)
     seen, requests = read(broken, tmp_path / "profile")
     plots = len(list((rendered["out"] / "plots").glob("*.png")))
     problems = reader_problems(seen, requests, rendered["analysis"], plots)
     assert any(objection in p for p in problems), problems
+
+
+# What the first screen must hold since #41, each broken in a copy; one browser reads them all (a browser start costs
+# seconds of the fast layer).
+FIRST_SCREEN_BREAKAGES = [
+    # the provenance block gone
+    ([(r'<div class="provenance">', '<div class="provenance" hidden>')], "no provenance block"),
+    # a predicted verdict painted as any other
+    ([(r'class="verdict v-reproduced predicted"', 'class="verdict v-reproduced"')], "prediction is not told apart"),
+    # a verdict pushed below the first screen
+    ([(r"<h2>Verdicts", "<div style='height: 600px'></div><h2>Verdicts")], "not every verdict is on the first"),
+]
+
+
+def test_the_reader_check_objects_to_a_broken_first_screen(rendered, tmp_path):
+    plots = len(list((rendered["out"] / "plots").glob("*.png")))
+    with Page(tmp_path / "profile", WIDTH, HEIGHT, resolver_rules=OFFLINE) as page:
+        for i, (edits, objection) in enumerate(FIRST_SCREEN_BREAKAGES):
+            folder = tmp_path / str(i)
+            folder.mkdir()
+            broken = broken_copy(rendered["html"], folder, *edits)
+            page.open(broken.as_uri())
+            problems = reader_problems(page.eval(READ_PAGE), off_file_requests(page, broken), rendered["analysis"],
+                                       plots)
+            assert any(objection in p for p in problems), (objection, problems)
 
 
 def test_the_csp_alone_keeps_the_page_off_the_network(rendered, tmp_path):
