@@ -185,15 +185,60 @@ def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
 
 
 # What the container runtime itself said about the images and containers of the
-# container tests: shown in the test log whether the tests pass or fail.
+# container tests: shown in the test log whether the tests pass or fail.  Under pytest-xdist a worker's list
+# reaches the controller's summary through a file in the run's shared temporary folder.
 RUNTIME_OUTPUT: list = []
 
 
+def _shared_tmp(config) -> Path:
+    """The folder every process of one pytest run sees: the controller's basetemp (a worker's is below it)."""
+    base = config._tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(config, "workerinput") else base
+
+
+def pytest_sessionfinish(session):
+    if RUNTIME_OUTPUT and hasattr(session.config, "workerinput"):
+        out = _shared_tmp(session.config) / "runtime-output"
+        out.mkdir(exist_ok=True)
+        (out / f"{session.config.workerinput['workerid']}.json").write_text(json.dumps(RUNTIME_OUTPUT))
+
+
 def pytest_terminal_summary(terminalreporter):
-    if RUNTIME_OUTPUT:
+    blocks = list(RUNTIME_OUTPUT)
+    for f in sorted((_shared_tmp(terminalreporter.config) / "runtime-output").glob("*.json")):
+        blocks += json.loads(f.read_text())
+    if blocks:
         terminalreporter.section("container runtime output (podman images / podman ps)")
-        for block in RUNTIME_OUTPUT:
+        for block in blocks:
             terminalreporter.write_line(block)
+
+
+# Scheduling (pytest-xdist, `--dist loadgroup`; tests/run_layers.py runs each layer so): every test belongs to one
+# group, run by one worker in collection order, so a module's (and a runtime's) campaign is paid once.  A group is
+# its module, except the container tests, one group per runtime.  Groups start longest first (tests/budget.toml's
+# measured costs), which two workers turn into two lanes of about equal length.
+def group_of(item) -> str:
+    runtime = getattr(getattr(item, "callspec", None), "params", {}).get("runtime")
+    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else item.nodeid.split("::")[0]
+    return f"{module}[{runtime}]" if runtime else module
+
+
+def group_costs() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "tests" / "budget.toml").read_text()).get("group_cost_s", {})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    costs = group_costs()
+    for item in items:
+        group = group_of(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        # in the junit XML, for tests/run_layers.py's time per group
+        item.user_properties.append(("group", group))
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-costs.get(group_of(item), 0), order[id(item)]))
 
 
 def kfd_tree(layout: str, root: Path) -> Path:
