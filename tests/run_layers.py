@@ -5,6 +5,8 @@ tests/conftest.py), then prints, from the junit XML each layer wrote:
   - the time per layer (wall) against its target, with a warning line for a layer over it;
   - the time per group (the sum of its tests' times: setup, call and teardown), for budget.toml's group_cost_s;
   - the 15 slowest tests;
+  - the server launches the layer's campaigns made (every launches.jsonl under its pytest basetemp): real sglang
+    servers apart from the stand-in's;
   - with SPECREPRO_CI_START (.ci/run's start, epoch seconds), the whole CI run against [ci];
   - last, one line with every layer's counts: `total: N passed, N failed, N skipped`.
 Exit status: 0 when every layer passed, else the first failing layer's pytest status.
@@ -14,6 +16,7 @@ Exit status: 0 when every layer passed, else the first failing layer's pytest st
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,7 +66,22 @@ def counts(cases: list) -> dict:
     return out
 
 
-def summary(layers: list, ci: dict | None, ci_elapsed: float | None) -> list:
+def count_launches(basetemp: Path) -> dict:
+    """Server launches recorded under a pytest basetemp: {"sglang": n, "stand-in": n} (a launch's start event in
+    an arm's launches.jsonl, told apart by the server its argv ran)."""
+    out = {"sglang": 0, "stand-in": 0}
+    for path in Path(basetemp).rglob("launches.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("event") == "start":
+                out["stand-in" if "sglang_standin" in str(event.get("argv", "")) else "sglang"] += 1
+    return out
+
+
+def summary(layers: list, ci: dict | None, ci_elapsed: float | None, launches: dict | None = None) -> list:
     """The lines printed after the layers ran: `layers` holds (budget entry, wall seconds, cases, exit status)."""
     lines = ["", "=== test layers (tests/budget.toml) ===",
              f"{'layer':<8} {'wall s':>8} {'target s':>9} {'tests':>6} {'passed':>7} {'failed':>7} {'skipped':>8}"]
@@ -83,6 +101,9 @@ def summary(layers: list, ci: dict | None, ci_elapsed: float | None) -> list:
     lines += [f'"{g}" = {t:.0f}' for g, t in sorted(groups.items(), key=lambda kv: -kv[1])]
     lines += ["", f"the {SLOWEST} slowest tests (s, setup and teardown included):"]
     lines += [f"{c['time']:8.1f}  {c['name']}" for c in sorted(everything, key=lambda c: -c["time"])[:SLOWEST]]
+    if launches:
+        lines += ["", f"server launches: {launches['sglang']} real sglang servers, {launches['stand-in']} of the "
+                      f"stand-in"]
     if ci_elapsed is not None and ci:
         lines.append("")
         lines.append(f"ci: .ci/run so far {ci_elapsed:.0f} s (target {ci['target_s']} s, limit {ci['limit_s']} s)")
@@ -109,19 +130,24 @@ def main(argv: list) -> int:
         raise SystemExit(f"--layer {', '.join(sorted(unknown))}: not a layer of {BUDGET}")
     out_dir = ROOT / ".pytest-layers"
     out_dir.mkdir(exist_ok=True)
-    ran = []
+    ran, launches = [], {"sglang": 0, "stand-in": 0}
     for entry in layers:
         junit = out_dir / f"{entry['name']}.xml"
         junit.unlink(missing_ok=True)
+        # pytest empties it when the layer starts and keeps it after: launches are counted from it
+        basetemp = out_dir / f"tmp-{entry['name']}"
         cmd = [sys.executable, "-m", "pytest", "-m", entry["markers"], "-n", str(entry["workers"]),
-               "--dist", "loadgroup", "--no-loadscope-reorder", f"--junitxml={junit}", "-q", "-rfE", *extra]
+               "--dist", "loadgroup", "--no-loadscope-reorder", f"--junitxml={junit}", f"--basetemp={basetemp}",
+               "-q", "-rfE", *extra]
         print(f"\n=== layer {entry['name']}: {' '.join(cmd[1:])}", flush=True)
         start = time.monotonic()
         status = subprocess.call(cmd, cwd=ROOT)
         ran.append((entry, time.monotonic() - start, read_junit(junit), status))
+        for kind, n in count_launches(basetemp).items():
+            launches[kind] += n
     ci_start = os.environ.get("SPECREPRO_CI_START")
     ci_elapsed = time.time() - float(ci_start) if ci_start else None
-    print("\n".join(summary(ran, budget.get("ci"), ci_elapsed)), flush=True)
+    print("\n".join(summary(ran, budget.get("ci"), ci_elapsed, launches)), flush=True)
     # pytest's 5 is "no test collected": a layer that a -k or -m of the caller's empties is not a failure
     failing = [status for _, _, _, status in ran if status not in (0, 5)]
     if failing:
