@@ -34,7 +34,12 @@ group-sequential boundaries instead of the fixed 2.5%:
 - **Intervals.**  The interval reported with a sequential verdict is the repeated confidence interval at the
   look that decided it (estimate +- t_{df}(1 - a'_j) se): the intervals of all looks cover the truth together
   with probability >= 95%, so the one at a data-chosen look does too.  A verdict is the statement of that
-  interval (REPRODUCED: it clears the claim, before Holm; NOT REPRODUCED: it excludes it), as today.
+  interval (REPRODUCED: it clears the claim, before Holm; NOT REPRODUCED: it excludes it), as today.  When Holm's
+  passed-on alpha lets an earlier look's statistic cross, the claim's numbers are that look's (`round`), and
+  `decided_after` is the look that decided.
+- **Not testable.**  A claim whose arms all repeat one number (identical launches) on a metric without a launch
+  prior has no noise estimate and no later round can give one: it is INCONCLUSIVE (`not_testable`) at that round
+  and holds no arm.
 - **Not sequential.**  `zero` and `outputs_unchanged` claims (no interval), claims on unjudged metrics and claims
   naming an invalid arm are judged as `analyze` judges them, on every launch measured, and hold no arm.
 

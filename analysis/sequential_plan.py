@@ -327,6 +327,13 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
                              "saving_gpu_hours": float(d.mean()), "saving_se": float(d.std() / math.sqrt(n_sim)),
                              # a platform without GPUs (the CPU testbed) costs launches, not GPU-hours
                              "saving_share": float(d.mean() / same["gpu_hours"]) if same["gpu_hours"] else 0.0}
+        cheaper = [f for f in fixed_rows if f["n"] < same["n"]]
+        if cheaper:  # the next cheaper fixed design: what the saving buys against it is power
+            out["same_power"]["below"] = {"n": cheaper[-1]["n"], "power": cheaper[-1]["power"],
+                                          "gpu_hours": cheaper[-1]["gpu_hours"]}
+    # round 1 must be able to decide something, or `min` launches are only the first part of a larger fixed design
+    out["first_round"] = {"decides": max((c["rounds"][0] for c in seq_sum["claims"]), default=0.0),
+                          "t": out["boundaries"][0]["t"], "df": out["boundaries"][0]["df"]}
     if fixed:
         f = next(f for f in fixed_rows if f["n"] == fixed)
         d = f["_gpu"] - seq_sum["_gpu"]
@@ -420,11 +427,20 @@ def format_plan(plan: Dict[str, Any]) -> str:
                   f"P(every claim gets its expected verdict) {s['power']:.1%} +- {s['power_se']:.1%}"]
     if plan.get("same_power"):
         sp = plan["same_power"]
-        lines.append(f"fixed design of the same power: {sp['n']} launches per arm, {sp['gpu_hours']:.1f} GPU-hours "
-                     f"(power {sp['power']:.1%}); the sequential design saves {sp['saving_gpu_hours']:.2f} +- "
-                     f"{sp['saving_se']:.2f} GPU-hours ({sp['saving_share']:.0%})")
+        lines.append(f"cheapest fixed design of at least the same power: {sp['n']} launches per arm, "
+                     f"{sp['gpu_hours']:.1f} GPU-hours (power {sp['power']:.1%}); the sequential design saves "
+                     f"{sp['saving_gpu_hours']:.2f} +- {sp['saving_se']:.2f} GPU-hours ({sp['saving_share']:.0%})")
+        if sp.get("below"):
+            b = sp["below"]
+            lines.append(f"  the next cheaper, {b['n']} launches per arm: {b['gpu_hours']:.1f} GPU-hours at power "
+                         f"{b['power']:.1%}")
     else:
         lines.append("no fixed design up to the simulated launches reaches the sequential design's power")
+    first = plan.get("first_round")
+    if first and first["decides"] < 0.05 and p.min < p.max:  # the first round is only a down payment on max
+        t = f"t > {first['t']:.1f} at {first['df']:.0f} df"
+        lines.append(f"round 1 ({p.min} launches per arm, {t}) decides no claim in more than {first['decides']:.1%} "
+                     f"of campaigns; min: {p.min + 1} gives a first round that can")
     if plan.get("configured"):
         c = plan["configured"]
         lines.append(f"configured fixed design: {c['n']} launches per arm, {c['gpu_hours']:.1f} GPU-hours, power "

@@ -65,12 +65,11 @@ def test_float_rounding_never_decides(expect):
     claim = {**CLAIM, "expect": expect}
     seen = set()
     for jitter in (0.0, 1e-16, 1e-15, 3e-15, 1e-15):
-        for _ in range(1):
-            table, settings = deterministic_pair(0.001, 5, True, rng, jitter)
-            fixed = analyze(table, baseline="base", claims=[claim], settings=settings)["claims"][0]
-            seq = sq.decide_sequential(table, [claim], settings, {"min": 2, "max": 5})["claims"][0]
-            seen.add((fixed["verdict"], round(fixed["delta"]["ci_low"], 6), seq["verdict"], seq["round"],
-                      round(seq["rci_low"], 6)))
+        table, settings = deterministic_pair(0.001, 5, True, rng, jitter)
+        fixed = analyze(table, baseline="base", claims=[claim], settings=settings)["claims"][0]
+        seq = sq.decide_sequential(table, [claim], settings, {"min": 2, "max": 5})["claims"][0]
+        seen.add((fixed["verdict"], round(fixed["delta"]["ci_low"], 6), seq["verdict"], seq["round"],
+                  round(seq["rci_low"], 6)))
     assert len(seen) == 1, seen
     (fixed_verdict, low, seq_verdict, _, _), = seen
     assert low < 0 and (fixed_verdict, seq_verdict) == ({"increase": NOT_REPRODUCED, "equal": REPRODUCED}[expect],) * 2
