@@ -678,7 +678,7 @@ def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
                          "-"])
             continue
         row = decided_row(c, decision["round"])
-        note = "NOT TESTABLE: identical launches, no prior" if c.get("not_testable") else ""
+        note = " (NOT TESTABLE: identical launches, no prior)" if c.get("not_testable") else ""
         rows.append([row[0], verdict_cell(c["verdict"] or "open", note), *row[2:]])
     history = [[str(h["round"]), str(h["launches"]), ", ".join(h["decided"]) or "-",
                 ", ".join(h["arms_needed"]) or "- (stop)"] for h in decision["history"]]
