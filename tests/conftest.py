@@ -213,14 +213,30 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(block)
 
 
-# Scheduling (pytest-xdist, `--dist loadgroup`; tests/run_layers.py runs each layer so): every test belongs to one
-# group, run by one worker in collection order, so a module's (and a runtime's) campaign is paid once.  A group is
-# its module, except the container tests, one group per runtime.  Groups start longest first (tests/budget.toml's
-# measured costs), which two workers turn into two lanes of about equal length.
-def group_of(item) -> str:
-    runtime = getattr(getattr(item, "callspec", None), "params", {}).get("runtime")
-    module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else item.nodeid.split("::")[0]
+# Scheduling (pytest-xdist; tests/run_layers.py runs each layer on two workers): every test belongs to one group,
+# run by one worker in collection order, so a module's (and a runtime's) campaign is paid once.  A group is its
+# module, except the container tests, one group per runtime.  Groups start longest first (tests/budget.toml's
+# measured costs), which two workers turn into two lanes of about equal length.  The group is read from the node ID
+# alone: the controller schedules by node IDs (and xdist's own `loadgroup` marks do not reach pytest 9's node IDs).
+RUNTIMES = ("podman", "docker")
+
+
+def group_of(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-") if nodeid.endswith("]") else []
+    runtime = next((p for p in params if p in RUNTIMES), None)
     return f"{module}[{runtime}]" if runtime else module
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def group_costs() -> dict:
@@ -229,16 +245,16 @@ def group_costs() -> dict:
     return tomllib.loads((ROOT / "tests" / "budget.toml").read_text()).get("group_cost_s", {})
 
 
+def pytest_itemcollected(item):
+    # in the junit XML, for tests/run_layers.py's time per group
+    item.user_properties.append(("group", group_of(item.nodeid)))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     costs = group_costs()
-    for item in items:
-        group = group_of(item)
-        item.add_marker(pytest.mark.xdist_group(group))
-        # in the junit XML, for tests/run_layers.py's time per group
-        item.user_properties.append(("group", group))
     order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (-costs.get(group_of(item), 0), order[id(item)]))
+    items.sort(key=lambda item: (-costs.get(group_of(item.nodeid), 0), order[id(item)]))
 
 
 def kfd_tree(layout: str, root: Path) -> Path:

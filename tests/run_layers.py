@@ -1,6 +1,6 @@
 """`make test`: each test layer of tests/budget.toml under pytest-xdist, then what it cost.
 
-Runs the layers one after another (each `pytest -m MARKERS -n WORKERS --dist loadgroup`, the order of groups set by
+Runs the layers one after another (each `pytest -m MARKERS -n WORKERS`, its groups and their order set by
 tests/conftest.py), then prints, from the junit XML each layer wrote:
   - the time per layer (wall) against its target, with a warning line for a layer over it;
   - the time per group (the sum of its tests' times: setup, call and teardown), for budget.toml's group_cost_s;
@@ -137,7 +137,7 @@ def main(argv: list) -> int:
         # pytest empties it when the layer starts and keeps it after: launches are counted from it
         basetemp = out_dir / f"tmp-{entry['name']}"
         cmd = [sys.executable, "-m", "pytest", "-m", entry["markers"], "-n", str(entry["workers"]),
-               "--dist", "loadgroup", "--no-loadscope-reorder", f"--junitxml={junit}", f"--basetemp={basetemp}",
+               "--dist", "loadscope", "--no-loadscope-reorder", f"--junitxml={junit}", f"--basetemp={basetemp}",
                "-q", "-rfE", *extra]
         print(f"\n=== layer {entry['name']}: {' '.join(cmd[1:])}", flush=True)
         start = time.monotonic()

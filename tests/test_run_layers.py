@@ -89,3 +89,21 @@ def test_a_layer_without_a_target_is_named(tmp_path):
     bad.write_text('[[layer]]\nname = "fast"\nmarkers = "x"\nworkers = 2\n')
     with pytest.raises(SystemExit, match=r"budget.toml: \[\[layer\]\] number 1 has no 'target_s'"):
         run_layers.load_budget(bad)
+
+
+def test_groups_follow_modules_and_split_the_container_tests_by_runtime():
+    """The node IDs pytest itself collects for the container tests (parametrized by runtime, plus two that are not):
+    one group per runtime and the rest in the module's own; every other module is its own group."""
+    from conftest import group_of
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          "tests/test_containers.py", "tests/test_run_layers.py"], cwd=ROOT, capture_output=True,
+                         text=True).stdout
+    ids = [line for line in out.splitlines() if "::" in line]
+    groups = {}
+    for nodeid in ids:
+        groups.setdefault(group_of(nodeid), []).append(nodeid.split("::", 1)[1])
+    assert set(groups) == {"test_containers[podman]", "test_containers[docker]", "test_containers", "test_run_layers"}
+    strip = lambda names, rt: sorted(n.replace(f"[{rt}]", "") for n in names)  # noqa: E731
+    assert strip(groups["test_containers[podman]"], "podman") == strip(groups["test_containers[docker]"], "docker")
+    assert all("podman" not in n and "docker" not in n for n in groups["test_containers"])
