@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# On the lent GPU machine only (the `device` tool; carry [".whl", ".gpu"], made by tests/gpu/prepare_device_run.sh):
+# the toy GPU experiment through `specrepro run` -- the real Snakemake DAG, its launch rounds, MLflow and the report --
+# on platform tests/gpu/conf/platform/gpu_local_lent.yaml (conf/platform/gpu_local.yaml with the compiled sglang
+# kernels the machine lacks stood in for), offline, `experiment.launches={min: 2, max: 3}`.
+#
+# It resumes the results folder whose CPU stages (source, patch, patch_check) ran where the registry is reachable
+# (.gpu/): their outputs are put back at the paths they were made for, newer than their inputs, so Snakemake runs
+# everything after them here.  A server is killed mid-benchmark on purpose (the last launch of round 1, once its
+# first GSM8K repeat has begun): that run stops with the stage's error and the server log's tail; the same command
+# run again measures only what is missing.  nvidia-smi samples the GPU's memory every second throughout.
+#
+# Into $OUT (at most 8 files): run1.log, run2.log (the two runs' output), gpu.txt (machine, versions, timings),
+# gpu_memory.csv (the samples), kill.txt (what was killed when), launch_records.txt (each launch record's mtime
+# after each run) and records.tar.gz (the results folder without the sglang trees and the model).
+# ENV: CPU_TEST=1 runs the same on a machine without a GPU (tests/test_device_run_cpu.py): platform CPU_PLATFORM,
+# interpreter PYTHON, no nvidia-smi.  BUDGET_S (default 540): the whole script's wall-clock limit.
+set -uo pipefail
+started=$(date +%s)
+budget=${BUDGET_S:-540}
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+root=$PWD
+base=${DEVICE_BASE:-/tmp/specrepro-device}
+results=$base/results
+python=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 SPECREPRO_ROOT=$root
+# the wheels, into a folder ahead of the interpreter's own packages (not a venv: the interpreter keeps its torch)
+site=$base/site
+rm -rf "$site" && mkdir -p "$site"
+"$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
+  || { echo "installing the carried wheels failed" | tee "$out/gpu.txt"; exit 1; }
+export PYTHONPATH=$site
+specrepro() { "$python" -m specrepro.cli "$@"; }
+platform=${CPU_PLATFORM:-gpu_local_lent}
+
+# the CPU stages' outputs, as the patch stage leaves them: the release's tree, and a copy with the series' files
+rm -rf "$results" && mkdir -p "$results/source/v0.5.20/tree" "$results/patch/v0.5.20/eagle_topk/tree"
+tar -xJf .gpu/sglang-0.5.20.tar.xz -C "$results/source/v0.5.20/tree"
+cp -a "$results/source/v0.5.20/tree/." "$results/patch/v0.5.20/eagle_topk/tree/"
+cp -a .gpu/patched/. "$results/patch/v0.5.20/eagle_topk/tree/"
+cp -a .gpu/stages/. "$results/"
+now=$(date +%s)
+for stage in source patch patch_check; do  # in the DAG's order, each newer than the checkout it was made from
+  find "$results/$stage" "$results/logs/$stage" -exec touch -h -d "@$((now + 60))" {} +; now=$((now + 1))
+done
+
+overrides=(experiment=eagle_topk_toy_gpu "platform=$platform" "hydra.searchpath=[file://$root/tests/gpu/conf]"
+  "results_dir=$results" "cache_dir=$base/cache" "data.gsm8k.path=$root/.gpu/gsm8k-test.jsonl" offline=true
+  sglang.source=registry gpu_check.enabled=never "experiment.launches={min: 2, max: 3}" ${EXTRA_OVERRIDES:-})
+{ if [ -z "${CPU_TEST:-}" ]; then nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; fi
+  "$python" -c 'import sys, torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])'
+  nproc; } > "$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+if [ -z "${CPU_TEST:-}" ]; then
+  nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total --format=csv,noheader,nounits -lms 1000 \
+    > "$out/gpu_memory.csv" 2>&1 &
+  sampler=$!
+fi
+
+# `specrepro run` in its own session, stopped by SIGINT (a user's Ctrl-C) if it would outlast the budget
+run() {
+  local log=$1
+  local left=$((started + budget - $(date +%s)))
+  setsid "$python" -m specrepro.cli run "${overrides[@]}" > "$log" 2>&1 &
+  local pid=$!
+  ( sleep "$left"; kill -INT -- "-$pid" 2>/dev/null; echo "stopped at the budget ($budget s)" >> "$log" ) &
+  local guard=$!
+  wait "$pid"; local rc=$?
+  kill "$guard" 2>/dev/null; wait "$guard" 2>/dev/null
+  return $rc
+}
+records() { find "$results/arms" -path '*/launches/*.json' -printf '%P %T@\n' 2>/dev/null | sort; }
+
+# the server of main_rs_off's second launch (the last of round 1), killed as its first GSM8K repeat runs
+kill_target=$results/arms/main_rs_off/launch2/gsm8k/r1
+( while [ ! -d "$kill_target" ]; do sleep 0.05; done; sleep 0.3
+  "$python" - "$base/cache/models" <<'PY' > "$out/kill.txt" 2>&1
+import os, signal, sys, time
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+    except OSError:
+        continue
+    if "sglang.launch_server" in cmd and sys.argv[1] in cmd and "-m specrepro" not in cmd:
+        os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
+        print(f"{time.time():.3f} killed the process group of server {pid} with SIGKILL: {cmd[:300]}")
+PY
+) &
+killer=$!
+
+t0=$(date +%s)
+run "$out/run1.log"; rc1=$?
+t1=$(date +%s)
+kill "$killer" 2>/dev/null
+{ echo "# after run 1 (exit $rc1)"; records; } > "$out/launch_records.txt"
+tail -30 "$out/run1.log"
+run "$out/run2.log"; rc2=$?
+t2=$(date +%s)
+{ echo "# after run 2 (exit $rc2)"; records; } >> "$out/launch_records.txt"
+tail -40 "$out/run2.log"
+sleep 2
+[ -n "${sampler:-}" ] && kill "$sampler" 2>/dev/null
+echo "run 1 (server killed) exit $rc1 after $((t1 - t0)) s; run 2 exit $rc2 after $((t2 - t1)) s; script $(( $(date +%s) - started )) s" \
+  | tee -a "$out/gpu.txt"
+tar -czf "$out/records.tar.gz" --exclude='source/*/tree' --exclude='patch/*/*/tree' \
+  --exclude='mlflow-artifacts' -C "$base" results
+ls -la "$out"
+exit 0
