@@ -12,10 +12,12 @@
 # Both folders are ignored by git (.git/info/exclude), as the device tool's README asks for carried paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for d in .whl .gpu; do grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude; done
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+for d in .whl .gpu; do grep -qx "/$d/" "$exclude" 2>/dev/null || echo "/$d/" >> "$exclude"; done
 rm -rf .whl
 tests/gpu/fetch_device_wheels.sh
-.venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w .whl .
+.venv/bin/python -m pip wheel -q --no-deps -w .whl .
 
 results=/tmp/specrepro-device/results
 rm -rf "$results"
@@ -23,24 +25,7 @@ echo "the datasets, source, patch and patch_check stages of the real DAG (result
 .venv/bin/specrepro run experiment=eagle_topk_toy_gpu platform=gpu_local_lent \
   "hydra.searchpath=[file://$PWD/tests/gpu/conf]" results_dir="$results" -- "$results/datasets/gsm8k.json" \
   "$results/patch_check/v0.5.20/eagle_topk/verdict.json"
-source_tree=$(readlink -f "$results/source/v0.5.20/tree")
-patched_tree=$(readlink -f "$results/patch/v0.5.20/eagle_topk/tree")
-
-rm -rf .gpu && mkdir -p .gpu/patched .gpu/stages
-XZ_OPT=-9 tar -cJf .gpu/sglang-0.5.20.tar.xz -C "$source_tree" sglang
-# the files the series changed, at their paths in the tree
-(cd "$patched_tree" && find sglang -type f ! -name '*.pyc' -print0) | while IFS= read -r -d '' f; do
-  if ! cmp -s "$patched_tree/$f" "$source_tree/$f"; then
-    mkdir -p ".gpu/patched/$(dirname "$f")" && cp "$patched_tree/$f" ".gpu/patched/$f"
-    echo "patched: $f"
-  fi
-done
-(cd "$results" && tar -cf - source/v0.5.20/manifest.json patch/v0.5.20/eagle_topk/manifest.json \
-  patch_check/v0.5.20/eagle_topk/verdict.json patch_check/v0.5.20/eagle_topk/verdict.md logs/source logs/patch \
-  logs/patch_check) | tar -xf - -C .gpu/stages
-# where the datasets stage found GSM8K's test set (fetched and held to its sha256, or SPECREPRO_DATA_DIR's copy)
-.venv/bin/python -c 'import json, shutil, sys; shutil.copy(json.load(open(sys.argv[1]))["path"], ".gpu/gsm8k-test.jsonl")' \
-  "$results/datasets/gsm8k.json"
+tests/gpu/pack_cpu_stages.sh "$results" .gpu
 du -sh .whl .gpu
 tracked=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 carried=$(du -scb .whl .gpu | tail -1 | cut -f1)

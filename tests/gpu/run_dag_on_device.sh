@@ -13,8 +13,9 @@
 # Into $OUT (at most 8 files): run1.log, run2.log (the two runs' output), gpu.txt (machine, versions, timings),
 # gpu_memory.csv (the samples), kill.txt (what was killed when), launch_records.txt (each launch record's mtime
 # after each run) and records.tar.gz (the results folder without the sglang trees and the model).
-# ENV: CPU_TEST=1 runs the same on a machine without a GPU (tests/test_device_run_cpu.py): platform CPU_PLATFORM,
-# interpreter PYTHON, no nvidia-smi.  BUDGET_S (default 540): the whole script's wall-clock limit.
+# The same script runs on a CPU in CI (tests/test_device_run_cpu.py): CPU_TEST=1 (no nvidia-smi), PYTHON (the
+# interpreter that holds sglang's dependencies), CPU_PLATFORM, WHEELS and CARRIED (the folders .whl and .gpu stand
+# for), DEVICE_BASE (where it works), EXTRA_OVERRIDES.  BUDGET_S (default 540): the script's wall-clock limit.
 set -uo pipefail
 started=$(date +%s)
 budget=${BUDGET_S:-540}
@@ -24,37 +25,40 @@ root=$PWD
 base=${DEVICE_BASE:-/tmp/specrepro-device}
 results=$base/results
 python=${PYTHON:-python3}
+wheels=${WHEELS:-.whl}
+carried=${CARRIED:-.gpu}
 export PYTHONUNBUFFERED=1 SPECREPRO_ROOT=$root
 # the wheels, into a folder ahead of the interpreter's own packages (not a venv: the interpreter keeps its torch)
 site=$base/site
 rm -rf "$site" && mkdir -p "$site"
-"$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl \
+"$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
   || { echo "installing the carried wheels failed" | tee "$out/gpu.txt"; exit 1; }
 export PYTHONPATH=$site
-specrepro() { "$python" -m specrepro.cli "$@"; }
 platform=${CPU_PLATFORM:-gpu_local_lent}
 
 # the CPU stages' outputs, as the patch stage leaves them: the release's tree, and a copy with the series' files
 rm -rf "$results" && mkdir -p "$results/source/v0.5.20/tree" "$results/patch/v0.5.20/eagle_topk/tree"
-tar -xJf .gpu/sglang-0.5.20.tar.xz -C "$results/source/v0.5.20/tree"
+tar -xJf "$carried/sglang-0.5.20.tar.xz" -C "$results/source/v0.5.20/tree"
 cp -a "$results/source/v0.5.20/tree/." "$results/patch/v0.5.20/eagle_topk/tree/"
-cp -a .gpu/patched/. "$results/patch/v0.5.20/eagle_topk/tree/"
-cp -a .gpu/stages/. "$results/"
+cp -a "$carried/patched/." "$results/patch/v0.5.20/eagle_topk/tree/"
+cp -a "$carried/stages/." "$results/"
 now=$(date +%s)
 for stage in source patch patch_check; do  # in the DAG's order, each newer than the checkout it was made from
   find "$results/$stage" "$results/logs/$stage" -exec touch -h -d "@$((now + 60))" {} +; now=$((now + 1))
 done
 
 overrides=(experiment=eagle_topk_toy_gpu "platform=$platform" "hydra.searchpath=[file://$root/tests/gpu/conf]"
-  "results_dir=$results" "cache_dir=$base/cache" "data.gsm8k.path=$root/.gpu/gsm8k-test.jsonl" offline=true
+  "results_dir=$results" "cache_dir=$base/cache" "data.gsm8k.path=$(readlink -f "$carried/gsm8k-test.jsonl")" offline=true
   sglang.source=registry gpu_check.enabled=never "experiment.launches={min: 2, max: 3}" ${EXTRA_OVERRIDES:-})
 { if [ -z "${CPU_TEST:-}" ]; then nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; fi
   "$python" -c 'import sys, torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])'
   nproc; } > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 if [ -z "${CPU_TEST:-}" ]; then
-  nvidia-smi --query-gpu=timestamp,index,memory.used,memory.total --format=csv,noheader,nounits -lms 1000 \
-    > "$out/gpu_memory.csv" 2>&1 &
+  # epoch seconds (launches.jsonl's clock), GPU index, MiB used, MiB total
+  ( echo "epoch_s,index,memory_used_mib,memory_total_mib"
+    while :; do nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits \
+      | sed "s/^/$(date +%s.%N),/; s/ //g"; sleep 1; done ) > "$out/gpu_memory.csv" 2>&1 &
   sampler=$!
 fi
 
@@ -70,7 +74,7 @@ run() {
   kill "$guard" 2>/dev/null; wait "$guard" 2>/dev/null
   return $rc
 }
-records() { find "$results/arms" -path '*/launches/*.json' -printf '%P %T@\n' 2>/dev/null | sort; }
+records() { (cd "$results" && find arms -path '*/launches/*.json' -printf '%p %T@\n' 2>/dev/null | sort); }
 
 # the server of main_rs_off's second launch (the last of round 1), killed as its first GSM8K repeat runs
 kill_target=$results/arms/main_rs_off/launch2/gsm8k/r1
@@ -82,7 +86,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
     except OSError:
         continue
-    if "sglang.launch_server" in cmd and sys.argv[1] in cmd and "-m specrepro" not in cmd:
+    if f"--model-path {sys.argv[1]}" in cmd:
         os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
         print(f"{time.time():.3f} killed the process group of server {pid} with SIGKILL: {cmd[:300]}")
 PY
