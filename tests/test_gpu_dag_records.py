@@ -12,8 +12,8 @@ run's own records under tests/data/gpu/:
                         and server.log, resolved_config.yaml
 
 The device run: experiment eagle_topk_toy_gpu on platform gpu_local_lent (gpu_local, compiled kernels stood in for),
-`experiment.launches={min: 2, max: 3}`; main_rs_off's second launch (the last of round 1) is killed during its first
-GSM8K repeat.
+`experiment.launches={min: 2, max: 3}`; pr_rs_on's first launch (the third of round 1) is killed during its first
+GSM8K repeat, and the same command run again.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ DATA = ROOT / "tests" / "data" / "gpu"
 RESULTS = DATA / "results"
 ARMS = ("main_rs_off", "main_rs_on", "pr_rs_on", "main_rs_on_nocg", "pr_rs_on_nocg")
 GRAPH_ARMS = ("main_rs_off", "main_rs_on", "pr_rs_on")
-KILLED = ("main_rs_off", 2)
+KILLED = ("pr_rs_on", 1)
 # the target (issue #38): what a launch costs the node beyond the server's start-up and the measurements
 NODE_SECONDS_PER_LAUNCH = 5.0
 # memory a GPU may show in use once a launch is torn down, beyond what it showed before the first launch
@@ -207,8 +207,12 @@ def judge_killed_server_and_rerun(data: Path, results: Path, arms=ARMS) -> None:
     killed = f"arms/{arm}/launches/{launch}.json"
     assert killed not in records["run1"] and killed in records["run2"]
     # everything run 1 measured is kept as it was: the rerun wrote only what was missing
-    assert {k: records["run2"][k] for k in records["run1"]} == records["run1"]
-    assert len(records["run1"]) == 2 * len(arms) - 1
+    assert records["run1"] and {k: records["run2"][k] for k in records["run1"]} == records["run1"]
+    # run 1 recorded exactly the launches that started before the killed one (launches.jsonl's clock)
+    starts = [e for a in arms for e in launch_events(results, a) if e["event"] == "start"]
+    killed_at = min(e["started"] for e in starts if e["arm"] == arm and e["launch"] == launch)
+    before = {f"arms/{e['arm']}/launches/{e['launch']}.json" for e in starts if e["started"] < killed_at}
+    assert set(records["run1"]) == before, (sorted(records["run1"]), sorted(before))
 
 
 def test_a_server_killed_mid_benchmark_stops_the_run_with_its_log_tail_and_the_rerun_measures_only_what_is_missing():

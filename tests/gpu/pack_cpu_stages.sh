@@ -11,7 +11,7 @@ results=$1 dest=$2
 source_tree=$(readlink -f "$results/source/v0.5.20/tree")
 patched_tree=$(readlink -f "$results/patch/v0.5.20/eagle_topk/tree")
 rm -rf "$dest" && mkdir -p "$dest/patched" "$dest/stages"
-XZ_OPT=-9 tar -cJf "$dest/sglang-0.5.20.tar.xz" -C "$source_tree" sglang
+XZ_OPT=${XZ_OPT:--9} tar -cJf "$dest/sglang-0.5.20.tar.xz" -C "$source_tree" sglang
 (cd "$patched_tree" && find sglang -type f ! -name '*.pyc' -print0) | while IFS= read -r -d '' f; do
   if ! cmp -s "$patched_tree/$f" "$source_tree/$f"; then
     mkdir -p "$dest/patched/$(dirname "$f")" && cp "$patched_tree/$f" "$dest/patched/$f"

@@ -6,9 +6,11 @@
 #
 # It resumes the results folder whose CPU stages (source, patch, patch_check) ran where the registry is reachable
 # (.gpu/): their outputs are put back at the paths they were made for, newer than their inputs, so Snakemake runs
-# everything after them here.  A server is killed mid-benchmark on purpose (the last launch of round 1, once its
-# first GSM8K repeat has begun): that run stops with the stage's error and the server log's tail; the same command
-# run again measures only what is missing.  nvidia-smi samples the GPU's memory every second throughout.
+# everything after them here.  A server is killed mid-benchmark on purpose (pr_rs_on's first launch, the third of
+# round 1, once its first GSM8K repeat has begun): that run stops with the stage's error and the server log's tail;
+# the same command run again measures only what is missing.  nvidia-smi samples the GPU's memory every second.
+# A call that reaches BUDGET_S stops the run as Ctrl-C would; a later call that carries .gpu-resume/ (this call's
+# records.tar.gz in it) puts those records back, as newer than the CPU stages', and the DAG goes on where it stopped.
 #
 # Into $OUT (at most 8 files): run1.log, run2.log (the two runs' output), gpu.txt (machine, versions, timings),
 # gpu_memory.csv (the samples), kill.txt (what was killed when), launch_records.txt (each launch record's mtime
@@ -18,7 +20,7 @@
 # for), DEVICE_BASE (where it works), EXTRA_OVERRIDES.  BUDGET_S (default 540): the script's wall-clock limit.
 set -uo pipefail
 started=$(date +%s)
-budget=${BUDGET_S:-540}
+budget=${BUDGET_S:-520}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 root=$PWD
@@ -27,7 +29,11 @@ results=$base/results
 python=${PYTHON:-python3}
 wheels=${WHEELS:-.whl}
 carried=${CARRIED:-.gpu}
+resume=${RESUME:-.gpu-resume/records.tar.gz}
 export PYTHONUNBUFFERED=1 SPECREPRO_ROOT=$root
+# sglang's modules compiled once into the trees' __pycache__ (by the image jobs' environment check), not again by
+# every server launch
+unset PYTHONDONTWRITEBYTECODE
 # the wheels, into a folder ahead of the interpreter's own packages (not a venv: the interpreter keeps its torch)
 site=$base/site
 rm -rf "$site" && mkdir -p "$site"
@@ -42,10 +48,28 @@ tar -xJf "$carried/sglang-0.5.20.tar.xz" -C "$results/source/v0.5.20/tree"
 cp -a "$results/source/v0.5.20/tree/." "$results/patch/v0.5.20/eagle_topk/tree/"
 cp -a "$carried/patched/." "$results/patch/v0.5.20/eagle_topk/tree/"
 cp -a "$carried/stages/." "$results/"
-now=$(date +%s)
-for stage in source patch patch_check; do  # in the DAG's order, each newer than the checkout it was made from
-  find "$results/$stage" "$results/logs/$stage" -exec touch -h -d "@$((now + 60))" {} +; now=$((now + 1))
+# Snakemake reruns a job whose inputs are newer than its outputs: the CPU stages' outputs get times just after the
+# newest file of this checkout (their inputs), in the DAG's order, and an earlier call's records after them, in
+# their own order -- all in the past, so what this run writes is newer still
+t=$(find . -path ./.git -prune -o -type f -printf '%T@\n' | sort -n | tail -1); t=${t%.*}
+for stage in source patch patch_check; do
+  t=$((t + 1)); find "$results/$stage" "$results/logs/$stage" -exec touch -h -d "@$t" {} +
 done
+while [ "$(date +%s)" -le $((t + 2)) ]; do sleep 1; done
+if [ -f "$resume" ]; then
+  cpu_stages=(results/source results/patch results/patch_check results/logs/source results/logs/patch
+    results/logs/patch_check)
+  tar -xzf "$resume" -C "$base" "${cpu_stages[@]/#/--exclude=}"
+  tar -tzf "$resume" "${cpu_stages[@]/#/--exclude=}" | "$python" -c '
+import os, sys
+base, after = sys.argv[1], float(sys.argv[2])
+paths = [p for p in (os.path.join(base, line.rstrip("\n")) for line in sys.stdin) if os.path.lexists(p)]
+for rank, p in enumerate(sorted(paths, key=lambda p: os.lstat(p).st_mtime)):
+    os.utime(p, (after + rank / 1000, after + rank / 1000), follow_symlinks=False)
+' "$base" "$((t + 1))"
+  while [ "$(date +%s)" -le $((t + 1 + $(tar -tzf "$resume" | wc -l) / 1000 + 1)) ]; do sleep 1; done
+  echo "resumed from $resume"
+fi
 
 overrides=(experiment=eagle_topk_toy_gpu "platform=$platform" "hydra.searchpath=[file://$root/tests/gpu/conf]"
   "results_dir=$results" "cache_dir=$base/cache" "data.gsm8k.path=$(readlink -f "$carried/gsm8k-test.jsonl")" offline=true
@@ -66,6 +90,7 @@ fi
 run() {
   local log=$1
   local left=$((started + budget - $(date +%s)))
+  [ "$left" -gt 10 ] || { echo "not started: the budget ($budget s) is spent" > "$log"; return 124; }
   setsid "$python" -m specrepro.cli run "${overrides[@]}" > "$log" 2>&1 &
   local pid=$!
   ( sleep "$left"; kill -INT -- "-$pid" 2>/dev/null; echo "stopped at the budget ($budget s)" >> "$log" ) &
@@ -76,9 +101,11 @@ run() {
 }
 records() { (cd "$results" && find arms -path '*/launches/*.json' -printf '%p %T@\n' 2>/dev/null | sort); }
 
-# the server of main_rs_off's second launch (the last of round 1), killed as its first GSM8K repeat runs
-kill_target=$results/arms/main_rs_off/launch2/gsm8k/r1
-( while [ ! -d "$kill_target" ]; do sleep 0.05; done; sleep 0.3
+# the server of pr_rs_on's first launch (the third of round 1), killed as its first GSM8K repeat runs; not again
+# on a resumed call that has its record
+kill_target=$results/arms/pr_rs_on/launch1/gsm8k/r1
+( [ -e "$results/arms/pr_rs_on/launches/1.json" ] && exit 0
+  while [ ! -d "$kill_target" ]; do sleep 0.05; done; sleep 0.3
   "$python" - "$base/cache/models" <<'PY' > "$out/kill.txt" 2>&1
 import os, signal, sys, time
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -108,6 +135,6 @@ sleep 2
 echo "run 1 (server killed) exit $rc1 after $((t1 - t0)) s; run 2 exit $rc2 after $((t2 - t1)) s; script $(( $(date +%s) - started )) s" \
   | tee -a "$out/gpu.txt"
 tar -czf "$out/records.tar.gz" --exclude='source/*/tree' --exclude='patch/*/*/tree' \
-  --exclude='mlflow-artifacts' -C "$base" results
+  --exclude='mlartifacts' -C "$base" results cache/models
 ls -la "$out"
 exit 0
