@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
-for d in .whl .gpu; do grep -qx "/$d/" "$exclude" 2>/dev/null || echo "/$d/" >> "$exclude"; done
+for d in .whl .gpu .gpu-resume; do grep -qx "/$d/" "$exclude" 2>/dev/null || echo "/$d/" >> "$exclude"; done
 rm -rf .whl
 tests/gpu/fetch_device_wheels.sh
 .venv/bin/python -m pip wheel -q --no-deps -w .whl .
