@@ -93,10 +93,12 @@ run() {
   [ "$left" -gt 10 ] || { echo "not started: the budget ($budget s) is spent" > "$log"; return 124; }
   setsid "$python" -m specrepro.cli run "${overrides[@]}" > "$log" 2>&1 &
   local pid=$!
-  ( sleep "$left"; kill -INT -- "-$pid" 2>/dev/null; echo "stopped at the budget ($budget s)" >> "$log" ) &
+  # the guard is a process group of its own, ended whole (its sleep too), holding none of this script's output
+  setsid bash -c 'sleep "$1" && kill -INT -- "-$2"' guard "$left" "$pid" < /dev/null > /dev/null 2>&1 &
   local guard=$!
   wait "$pid"; local rc=$?
-  kill "$guard" 2>/dev/null; wait "$guard" 2>/dev/null
+  kill -- "-$guard" 2>/dev/null; wait "$guard" 2>/dev/null
+  [ "$rc" -eq 0 ] || [ "$(( $(date +%s) - started ))" -lt "$budget" ] || echo "stopped at the budget ($budget s)" >> "$log"
   return $rc
 }
 records() { (cd "$results" && find arms -path '*/launches/*.json' -printf '%p %T@\n' 2>/dev/null | sort); }
