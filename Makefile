@@ -42,8 +42,9 @@ campaign: $(BIN)/.installed
 	@echo "GSM8K: $(if $(SPECREPRO_DATA_DIR),$(SPECREPRO_DATA_DIR)/gsm8k/test.jsonl (SPECREPRO_DATA_DIR),fetched once into .cache/datasets/ (set SPECREPRO_DATA_DIR=FOLDER to read a local copy))"
 	$(BIN)/specrepro run experiment=eagle_topk_cpu $(OVERRIDES)
 
+# every layer of tests/budget.toml under pytest-xdist, then the time per layer, per group and the 15 slowest tests
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest -q --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python tests/run_layers.py $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/snakemake --lint --config overrides='[]'

@@ -238,6 +238,12 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict, setting
                       detail=f"{arm} vs {against}: {against}'s {metric} is zero, so no relative change exists")
         return result
     if not d["se"] or math.isnan(d["half_width"]):
+        if a.untestable and b.untestable:
+            result.update(verdict=INCONCLUSIVE, p_value=None, not_testable=True,
+                          detail=f"NOT TESTABLE: {arm} vs {against}: {d['relative']:+.2%}, every launch of both "
+                                 f"identical and no launch prior for {metric} (analysis.launch_noise_prior): no noise "
+                                 f"estimate, and more launches of a deterministic server add none")
+            return result
         result.update(verdict=INCONCLUSIVE, p_value=None,
                       detail=f"{arm} vs {against}: {d['relative']:+.2%} with no noise estimate (identical values and "
                              f"no prior for {metric}): a zero-width interval decides nothing")

@@ -14,7 +14,25 @@ measure the second kind: it is taken from a stated prior per metric
 (`analysis.launch_noise_prior`, with its source), and the report says so.
 Each arm keeps its own variance (arms differ: rejection sampling on or off
 moves the spread too), and the two are combined with Welch-Satterthwaite
-degrees of freedom; a prior counts as known (infinite degrees of freedom).
+degrees of freedom.
+
+Where the noise is odd (issue #39; benchmarks/sequential_calibration.py measures each rule):
+
+- **Zero spread** is decided with a relative tolerance (`ZERO_SPREAD_RTOL`), not `var == 0`: identical launch
+  means of a deterministic server come out of float sums with a variance of ~1e-28, which is rounding, not a
+  measurement.
+- **Identical relaunches add no information**: the prior that stands in for a zero spread is one launch's
+  between-launch variance, not divided by the launches (n identical numbers are one number).
+- **A stand-in prior adds variance, not degrees of freedom**: a comparison that leans on one is held to the
+  degrees of freedom of what was measured beside it (Satterthwaite capped at their sum), so a lucky small
+  variance on a noisy arm cannot turn a deterministic-against-noisy comparison into a normal one.  With nothing
+  measured (every arm a stand-in or a prior) the prior counts as known.
+- **An estimated variance ratio costs a degree of freedom**: with two or more measured variances, Satterthwaite's
+  df less one, never below the smallest of theirs (Hsu's conservative bound) nor below min(Satterthwaite, 2).
+  Welch's test is liberal at 1-8 df when the spreads differ (an SD ratio of 3: 3.2-3.4% for a nominal 2.5% over
+  four looks); the charge brings it under 3% and leaves equal spreads under their nominal rate.
+- **Nothing to test**: identical launches and no prior leave no noise estimate; `ArmNoise.untestable` says so,
+  and more launches cannot change it (the analysis reports the claim NOT TESTABLE, it holds no arm).
 
 Each function is pure and tested with known numbers (tests/test_noise.py).
 """
@@ -29,12 +47,23 @@ import numpy as np
 from scipy import special
 
 
+# The one-df charge for an estimated variance ratio stops here: at one df per arm (two launches) Satterthwaite's 1-2
+# df stand, a look there asks t > 35 already and its error contribution is below 0.02% (the calibration measures it).
+SMALL_DF = 2.0
+
+# Launch means whose SD is within this share of their mean are identical: the spread is rounding (a
+# deterministic server's means differ by 1e-16 relative; no real measurement of a serving metric repeats to 1e-9).
+ZERO_SPREAD_RTOL = 1e-9
+
+
 @dataclass(frozen=True)
 class Component:
-    """One variance component of a mean (absolute units squared) and its degrees of freedom (inf: known)."""
+    """One variance component of a mean (absolute units squared) and its degrees of freedom (inf: known).
+    `stand_in`: a prior standing in for a spread that came out zero (it adds variance, no degrees of freedom)."""
     variance: float
     df: float
     source: str
+    stand_in: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +76,11 @@ class ArmNoise:
     @property
     def variance(self) -> float:
         return sum(c.variance for c in self.components)
+
+    @property
+    def untestable(self) -> bool:
+        """2+ identical launches and no prior: no noise estimate, and no number of launches will give one."""
+        return self.n_launches >= 2 and not any(c.variance > 0 for c in self.components)
 
     @property
     def sources(self) -> List[str]:
@@ -68,15 +102,23 @@ def t_cdf(x: float, df: float) -> float:
     return float(special.stdtr(df, x))
 
 
+def identical(values: np.ndarray) -> bool:
+    """Launch means equal up to float rounding (their SD within ZERO_SPREAD_RTOL of their magnitude)."""
+    values = np.asarray(values, dtype=float)
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    return values.size < 2 or float(np.ptp(values)) <= ZERO_SPREAD_RTOL * scale
+
+
 def arm_noise(values_by_launch: Sequence[Sequence[float]], launch_prior_cv: Optional[float],
               within_fallback_cv: Optional[float] = None, within_fallback_df: float = math.inf,
               within_fallback_source: str = "") -> ArmNoise:
     """The variance of one arm's mean from its measurements.
 
     2+ launches: the spread of the launch means (df launches - 1), which holds
-    both kinds of noise; launch means identical to the last digit (a deterministic
+    both kinds of noise; launch means identical up to rounding (a deterministic
     server: greedy decoding of a fixed model) leave that spread at zero, which is
-    no estimate, so the launch prior (known) stands in for it.  One launch: the
+    no estimate, so the launch prior stands in for it: one launch's variance (the
+    launches repeat one number), marked as a stand-in.  One launch: the
     spread of its repeats / repeats (df repeats - 1; with a single repeat the
     fallback CV, e.g. pooled over the other arms or the published repeats) plus
     the launch prior (known).
@@ -86,11 +128,16 @@ def arm_noise(values_by_launch: Sequence[Sequence[float]], launch_prior_cv: Opti
     mean = float(np.mean(np.concatenate(launches))) if launches else math.nan
     repeats = int(round(np.mean([len(x) for x in launches]))) if launches else 0
     if len(launches) >= 2:
-        var = float(means.var(ddof=1)) / len(launches)
-        if var == 0 and launch_prior_cv:
-            return ArmNoise(mean, (Component((launch_prior_cv * mean) ** 2 / len(launches), math.inf,
+        if identical(means):
+            if not launch_prior_cv:
+                return ArmNoise(mean, (Component(0.0, len(launches) - 1.0,
+                                                 f"{len(launches)} identical launch means, no prior"),),
+                                len(launches), repeats)
+            return ArmNoise(mean, (Component((launch_prior_cv * mean) ** 2, math.inf,
                                              f"{len(launches)} identical launch means: prior {launch_prior_cv:.1%} "
-                                             f"between launches"),), len(launches), repeats)
+                                             f"between launches, not divided by the launches", stand_in=True),),
+                            len(launches), repeats)
+        var = float(means.var(ddof=1)) / len(launches)
         return ArmNoise(mean, (Component(var, len(launches) - 1.0, f"measured over {len(launches)} launches"),),
                         len(launches), repeats)
     comps = []
@@ -107,14 +154,24 @@ def arm_noise(values_by_launch: Sequence[Sequence[float]], launch_prior_cv: Opti
 
 
 def welch_df(terms: Sequence[tuple]) -> float:
-    """Satterthwaite's degrees of freedom of a sum of variance terms (value, df); known terms add no error."""
-    total = sum(v for v, _ in terms)
-    denom = sum(v * v / d for v, d in terms if v > 0 and not math.isinf(d) and d > 0)
+    """Satterthwaite's degrees of freedom of a sum of variance terms (value, df[, stand_in]); known terms add no
+    error.  Two or more measured terms: less one for the estimated ratio, never below the smallest measured df nor
+    below min(Satterthwaite, SMALL_DF);
+    with a stand-in prior among the terms, at most the measured terms' total df (see the module's notes)."""
+    terms = [(t[0], t[1], bool(t[2]) if len(t) > 2 else False) for t in terms]
+    total = sum(v for v, _, _ in terms)
+    measured = [d for v, d, _ in terms if v > 0 and not math.isinf(d)]
+    denom = sum(v * v / d for v, d, _ in terms if v > 0 and not math.isinf(d) and d > 0)
     if total <= 0:
         return math.nan
-    if any(v > 0 and d <= 0 for v, d in terms):
+    if any(d <= 0 for d in measured):
         return 0.0
-    return math.inf if denom == 0 else total * total / denom
+    df = math.inf if denom == 0 else total * total / denom
+    if len(measured) >= 2:
+        df = max(min(df, SMALL_DF), min(measured), df - 1.0)
+    if measured and any(s and v > 0 for v, _, s in terms):
+        df = min(df, sum(measured))
+    return df
 
 
 def relative_change(arm: ArmNoise, base: ArmNoise, extra_se: float = 0.0, level: float = 0.95) -> Dict[str, float]:
@@ -126,11 +183,11 @@ def relative_change(arm: ArmNoise, base: ArmNoise, extra_se: float = 0.0, level:
                 "extra_se": extra_se, "noise": {"arm": arm.sources, "base": base.sources}}
     rel = ma / mb - 1
     # Var(A/B) ~ Var(A)/B^2 + A^2 Var(B)/B^4, each component kept with its own df
-    terms = [(c.variance / mb ** 2, c.df) for c in arm.components]
-    terms += [(c.variance * ma ** 2 / mb ** 4, c.df) for c in base.components]
+    terms = [(c.variance / mb ** 2, c.df, c.stand_in) for c in arm.components]
+    terms += [(c.variance * ma ** 2 / mb ** 4, c.df, c.stand_in) for c in base.components]
     if extra_se:
         terms.append((extra_se ** 2, math.inf))
-    se = math.sqrt(sum(v for v, _ in terms))
+    se = math.sqrt(sum(t[0] for t in terms))
     df = welch_df(terms)
     q = t_quantile(df, level)
     half = q * se if se > 0 else math.nan
@@ -148,10 +205,10 @@ def restored_fraction(fixed: ArmNoise, level_arm: ArmNoise, broken: ArmNoise, le
         return {"fraction": math.nan, "se": math.nan, "df": math.nan, "quantile": math.nan, "ci_low": math.nan,
                 "ci_high": math.nan, "gap": 0.0, "gap_se": gap_se, "half_width": math.nan}
     r = closed / gap
-    terms = [(c.variance / gap ** 2, c.df) for c in fixed.components]
-    terms += [(c.variance * closed ** 2 / gap ** 4, c.df) for c in level_arm.components]
-    terms += [(c.variance * (closed - gap) ** 2 / gap ** 4, c.df) for c in broken.components]
-    se = math.sqrt(sum(v for v, _ in terms)) if gap else math.nan
+    terms = [(c.variance / gap ** 2, c.df, c.stand_in) for c in fixed.components]
+    terms += [(c.variance * closed ** 2 / gap ** 4, c.df, c.stand_in) for c in level_arm.components]
+    terms += [(c.variance * (closed - gap) ** 2 / gap ** 4, c.df, c.stand_in) for c in broken.components]
+    se = math.sqrt(sum(t[0] for t in terms)) if gap else math.nan
     df = welch_df(terms)
     q = t_quantile(df, level)
     half = q * se if se > 0 else math.nan

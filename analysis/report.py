@@ -765,23 +765,25 @@ def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
     decision = analysis.get("sequential")
     if not decision:
         return None
+    from specrepro.analysis.sequential import decided_row
+
     rows = []
     for c in decision["claims"]:
         if not c["sequential"]:
-            rows.append([c["id"], verdict_cell(c["verdict"]), "- (no interval: judged on every launch)", "-", "-"])
+            rows.append([c["id"], verdict_cell(c["verdict"]), "- (no interval: judged on every launch)", "-", "-",
+                         "-"])
             continue
-        pct = c["expect"] != "restores"
-        ci = ("-" if c["rci_low"] is None or math.isnan(c["rci_low"]) else
-              f"{c['rci_low']:+.2%} .. {c['rci_high']:+.2%}" if pct else f"{c['rci_low']:.0%} .. {c['rci_high']:.0%}")
-        rnd = str(c["round"]) if c["decided"] else f"open after {decision['round']}"
-        rows.append([c["id"], verdict_cell(c["verdict"] or "open"), rnd, str(c["launches"] or "-"), ci])
+        row = decided_row(c, decision["round"])
+        note = " (NOT TESTABLE: identical launches, no prior)" if c.get("not_testable") else ""
+        rows.append([row[0], verdict_cell(c["verdict"] or "open", note), *row[2:]])
     history = [[str(h["round"]), str(h["launches"]), ", ".join(h["decided"]) or "-",
                 ", ".join(h["arms_needed"]) or "- (stop)"] for h in decision["history"]]
     if history and decision["done"] and decision.get("stopped_by"):
         history[-1][3] = f"- (stop: {decision['stopped_by']})"
     stop = decision.get("budget_stop")
     blocks: List[Any] = [Text([decision["rule"]]),
-                         Table(["claim", "verdict", "decided after round", "launches per arm", "repeated 95% CI"], rows),
+                         Table(["claim", "verdict", "decided after round", "launches per arm", "repeated 95% CI",
+                                "p (that round)"], rows),
                          Table(["round", "launches per still-needed arm", "claims decided", "arms still needed"],
                                history, title="Round by round")]
     if stop:

@@ -34,7 +34,12 @@ group-sequential boundaries instead of the fixed 2.5%:
 - **Intervals.**  The interval reported with a sequential verdict is the repeated confidence interval at the
   look that decided it (estimate +- t_{df}(1 - a'_j) se): the intervals of all looks cover the truth together
   with probability >= 95%, so the one at a data-chosen look does too.  A verdict is the statement of that
-  interval (REPRODUCED: it clears the claim, before Holm; NOT REPRODUCED: it excludes it), as today.
+  interval (REPRODUCED: it clears the claim, before Holm; NOT REPRODUCED: it excludes it), as today.  When Holm's
+  passed-on alpha lets an earlier look's statistic cross, the claim's numbers are that look's (`round`), and
+  `decided_after` is the look that decided.
+- **Not testable.**  A claim whose arms all repeat one number (identical launches) on a metric without a launch
+  prior has no noise estimate and no later round can give one: it is INCONCLUSIVE (`not_testable`) at that round
+  and holds no arm.
 - **Not sequential.**  `zero` and `outputs_unchanged` claims (no interval), claims on unjudged metrics and claims
   naming an invalid arm are judged as `analyze` judges them, on every launch measured, and hold no arm.
 
@@ -215,7 +220,7 @@ def repeated_interval(est: float, se: float, df: float, level: float) -> Tuple[f
 # --- the rule: one look, for S campaigns of m claims at once ------------------------------------------------------
 
 def rule_step(status: np.ndarray, decided_at: np.ndarray, look: int, p_claim: np.ndarray, p_contra: np.ndarray,
-              nominal_claim: np.ndarray, nominal_contra: np.ndarray) -> None:
+              nominal_claim: np.ndarray, nominal_contra: np.ndarray, crossed_at: Optional[np.ndarray] = None) -> None:
     """Apply look `look` (0-based) in place.
 
     status, decided_at: (S, m) int arrays (OPEN / REPRO / CONTRA; the look that decided).  p_claim, p_contra:
@@ -223,7 +228,9 @@ def rule_step(status: np.ndarray, decided_at: np.ndarray, look: int, p_claim: np
     (m, R, look + 1), the claim's nominal level at each look when r claims are already reproduced (R = m for Holm:
     level alpha / (m - r); R = 1 without multiplicity); nominal_contra: (m, look + 1) at alpha.
     REPRODUCED first: while a reproduced claim passes its alpha on, every open claim is held against the boundaries
-    of the current level at this and every earlier look; then NOT REPRODUCED at this look.
+    of the current level at this and every earlier look; then NOT REPRODUCED at this look.  `crossed_at` (S, m),
+    optional: the look whose statistic crossed (an earlier look when Holm's passed-on alpha lets an earlier
+    statistic cross; the report gives that look's numbers).
     """
     S, m = status.shape
     if not m:
@@ -237,17 +244,22 @@ def rule_step(status: np.ndarray, decided_at: np.ndarray, look: int, p_claim: np
         r = np.minimum((status == REPRO).sum(axis=1), R - 1)
         thr = nominal_claim[idx, r[:, None], :]  # (S, m, look + 1)
         with np.errstate(invalid="ignore"):
-            hit = open_ & (p_claim[:, :, :look + 1] <= thr).any(axis=2)
+            crossing = p_claim[:, :, :look + 1] <= thr
+        hit = open_ & crossing.any(axis=2)
         if not hit.any():
             break
         status[hit] = REPRO
         decided_at[hit] = look
+        if crossed_at is not None:
+            crossed_at[hit] = crossing.argmax(axis=2)[hit]
         if R == 1:
             break
     with np.errstate(invalid="ignore"):
         contra = (status == OPEN) & (p_contra[:, :, look] <= nominal_contra[None, :, look])
     status[contra] = CONTRA
     decided_at[contra] = look
+    if crossed_at is not None:
+        crossed_at[contra] = look
 
 
 # --- the decision on a runs table ---------------------------------------------------------------------------------
@@ -326,6 +338,8 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
 
     status = np.zeros((1, m), dtype=int)
     decided_at = np.full((1, m), -1, dtype=int)
+    crossed_at = np.full((1, m), -1, dtype=int)
+    not_testable = np.zeros(m, dtype=bool)
     p_claim = np.full((1, m, K), np.nan)
     p_contra = np.full((1, m, K), np.nan)
     info = np.zeros((m, K))
@@ -358,6 +372,10 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
             result = judge_claim(c, g, floors, settings, questions)
             e = _estimate(result)
             details[i][j] = result.get("detail", "")
+            if result.get("not_testable"):  # identical launches, no prior: no later round can give a test
+                not_testable[i] = True
+                est[i, j] = (result["delta"]["relative"], 0.0, math.nan)
+                continue
             if e is None:
                 continue
             est[i, j] = e
@@ -375,7 +393,9 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
                 nominal_claim[i, r] = nominal_levels(info[i, :j + 1], policy.max, level, policy.spending, policy.rho)
         before = status.copy()
         rule_step(status, decided_at, j, p_claim[:, :, :j + 1], p_contra[:, :, :j + 1],
-                  nominal_claim, nominal_contra)
+                  nominal_claim, nominal_contra, crossed_at)
+        stuck = (status[0] == OPEN) & not_testable
+        status[0, stuck], decided_at[0, stuck], crossed_at[0, stuck] = INCONC, j, j
         looks = j + 1
         decided_now = [family[i]["id"] for i in range(m) if before[0, i] == OPEN and status[0, i] != OPEN]
         needed = sorted({a for i, c in enumerate(family) if status[0, i] == OPEN for a in arms_of(c)})
@@ -391,7 +411,8 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
     out_claims = []
     for i, c in enumerate(family):
         s, k = int(status[0, i]), int(decided_at[0, i])
-        at = k if k >= 0 else max(looks - 1, 0)
+        # the look whose numbers decided it: Holm's passed-on alpha can let an earlier look's statistic cross
+        at = int(crossed_at[0, i]) if crossed_at[0, i] >= 0 else (k if k >= 0 else max(looks - 1, 0))
         e = est[i, at] if looks else (np.nan,) * 3
         lvl = float(nominal_levels(info[i, :at + 1], policy.max, alpha, policy.spending, policy.rho)[-1]) \
             if looks and info[i, at] > 0 else math.nan
@@ -399,7 +420,8 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
         verdict = VERDICT_OF.get(s)
         n_at = int(round(info[i, at])) if looks and info[i, at] > 0 else None
         row = {"id": c["id"], "expect": c["expect"], "sequential": True, "decided": s != OPEN, "verdict": verdict,
-               "round": at + 1 if s != OPEN else None, "launches": n_at,
+               "round": at + 1 if s != OPEN else None, "decided_after": k + 1 if s != OPEN else None,
+               "not_testable": bool(not_testable[i]), "launches": n_at,
                "estimate": float(e[0]), "se": float(e[1]), "df": float(e[2]), "nominal_level": lvl,
                "rci_low": lo, "rci_high": hi, "p_value": float(p_claim[0, i, at]) if looks else math.nan,
                "p_contra": float(p_contra[0, i, at]) if looks else math.nan,
@@ -436,13 +458,19 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
 def _detail(claim, row, judged_detail: str, policy: Policy, looks: int, K: int) -> str:
     pct = claim["expect"] != "restores"
     fmt = (lambda x: f"{x:+.2%}") if pct else (lambda x: f"{x:.0%}")  # noqa: E731
+    if row["not_testable"]:
+        return (f"{judged_detail}; after round {row['round']} of {K}: holds no arm (the next launches would repeat "
+                f"these numbers)")
     if math.isnan(row["estimate"]):
         return f"no test after round {looks}: {judged_detail}"
     names = (f"{claim['arm']} vs {claim['against']}" if pct else
              f"{claim['arm']} closes the gap {claim['from']} -> {claim['against']}")
     df = "inf" if math.isinf(row["df"]) else f"{row['df']:.1f}"
-    where = (f"decided after round {row['round']} of {K} ({row['launches']} launches per arm)" if row["decided"]
-             and row["verdict"] != INCONCLUSIVE else
+    later = row["decided_after"] and row["decided_after"] != row["round"]
+    where = ((f"decided after round {row['decided_after']} of {K} by its round {row['round']} numbers "
+              f"({row['launches']} launches per arm), once Holm passed alpha on" if later else
+              f"decided after round {row['round']} of {K} ({row['launches']} launches per arm)")
+             if row["decided"] and row["verdict"] != INCONCLUSIVE else
              f"open after round {looks} of {K}" if not row["decided"] else
              f"undecided after the last round ({looks} of {K})")
     return (f"{names}: {fmt(row['estimate'])} (repeated 95% CI {fmt(row['rci_low'])} .. {fmt(row['rci_high'])}, "
@@ -474,8 +502,9 @@ def apply_to_analysis(analysis: Dict[str, Any], decision: Dict[str, Any]) -> Dic
             claims.append(c)
             continue
         new = {**c, "verdict": d["verdict"], "detail": d["detail"], "p_adjusted": None,
-               "sequential": {k: d[k] for k in ("round", "launches", "estimate", "se", "df", "nominal_level",
-                                                  "rci_low", "rci_high", "p_value", "p_contra")}}
+               "sequential": {k: d.get(k) for k in ("round", "decided_after", "not_testable", "launches", "estimate",
+                                                      "se", "df", "nominal_level", "rci_low", "rci_high", "p_value",
+                                                      "p_contra")}}
         if c.get("predicted"):
             new["as_predicted"] = d["verdict"] == c["predicted"]["verdict"]
         claims.append(new)
@@ -483,18 +512,33 @@ def apply_to_analysis(analysis: Dict[str, Any], decision: Dict[str, Any]) -> Dic
             "multiplicity": {**analysis.get("multiplicity", {}), "sequential": decision["rule"]}}
 
 
+def decided_row(c: Dict[str, Any], round_now: int) -> List[str]:
+    """A sequential claim's row: verdict, the round that decided it and the numbers of the round whose statistic
+    crossed (an earlier one when Holm passed alpha on later), with its repeated CI and p-value."""
+    pct = c["expect"] != "restores"
+    lo, hi = c.get("rci_low"), c.get("rci_high")
+    ci = ("-" if lo is None or math.isnan(lo) else
+          f"{lo:+.2%} .. {hi:+.2%}" if pct else f"{lo:.0%} .. {hi:.0%}")
+    after = c.get("decided_after") or c["round"]
+    rnd = (f"open after {round_now}" if not c["decided"] else
+           f"{after} (round {c['round']}'s numbers)" if after != c["round"] else str(c["round"]))
+    verdict = c["verdict"] or "open"
+    if c.get("not_testable"):
+        verdict, ci = f"{verdict} (NOT TESTABLE: identical launches, no prior)", "-"
+    p = c.get("p_value")
+    return [c["id"], verdict, rnd, str(c["launches"] or "-"), ci,
+            "-" if p is None or math.isnan(p) else f"{p:.2g}"]
+
+
 def decided_table(decision: Dict[str, Any]) -> str:
     """A markdown table for the report: per claim its verdict, the round that decided it and its interval."""
-    lines = ["| claim | verdict | decided after round | launches per arm | repeated 95% CI |", "|---|---|---|---|---|"]
+    lines = ["| claim | verdict | decided after round | launches per arm | repeated 95% CI | p |",
+             "|---|---|---|---|---|---|"]
     for c in decision["claims"]:
         if not c["sequential"]:
-            lines.append(f"| {c['id']} | {c['verdict']} | - (no interval; every launch) | - | - |")
+            lines.append(f"| {c['id']} | {c['verdict']} | - (no interval; every launch) | - | - | - |")
             continue
-        pct = c["expect"] != "restores"
-        ci = ("-" if math.isnan(c["rci_low"]) else
-              f"{c['rci_low']:+.2%} .. {c['rci_high']:+.2%}" if pct else f"{c['rci_low']:.0%} .. {c['rci_high']:.0%}")
-        rnd = c["round"] if c["decided"] else f"open after {decision['round']}"
-        lines.append(f"| {c['id']} | {c['verdict'] or 'open'} | {rnd} | {c['launches'] or '-'} | {ci} |")
+        lines.append("| " + " | ".join(decided_row(c, decision["round"])) + " |")
     return "\n".join(lines + ["", decision["rule"]])
 
 

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from scipy import special
 
+from specrepro.analysis import noise
 from specrepro.analysis.sequential import (CONTRA, INCONC, OPEN, REPRO, SEQUENTIAL_KINDS, VERDICT_OF, Policy,
                                            arms_of, boundary_table, claim_tests, nominal_levels, rule_step)
 
@@ -28,26 +29,48 @@ Key = Tuple[str, str, str]  # (arm, benchmark, metric)
 
 # --- analyze's statistics, vectorised over campaigns ---------------------------------------------------------------
 
-def _welch(terms: Sequence[Tuple[np.ndarray, float]]) -> Tuple[np.ndarray, np.ndarray]:
-    total = sum(v for v, _ in terms)
-    denom = sum(v * v / d for v, d in terms if not math.isinf(d) and d > 0)
+def _welch(terms) -> Tuple[np.ndarray, np.ndarray]:
+    """noise.welch_df on arrays: terms (variance, df[, stand_in]); the standard error and the df."""
+    terms = [(np.asarray(t[0], float), np.asarray(t[1], float), np.asarray(t[2] if len(t) > 2 else False, bool))
+             for t in terms]
+    total = sum(v for v, _, _ in terms)
+    measured = [(v > 0) & np.isfinite(d) for v, d, _ in terms]
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(total > 0, np.where(denom > 0, total * total / np.where(denom > 0, denom, 1.0), np.inf), np.nan)
+        denom = sum(np.where(m, v * v / np.where(m, d, 1.0), 0.0) for (v, d, _), m in zip(terms, measured))
+        df = np.where(denom > 0, total * total / np.where(denom > 0, denom, 1.0), np.inf)
+    count = sum(m.astype(int) for m in measured)
+    smallest = np.min(np.stack([np.where(m, d, np.inf) for (_, d, _), m in zip(terms, measured)]), axis=0)
+    summed = sum(np.where(m, d, 0.0) for (_, d, _), m in zip(terms, measured))
+    df = np.where(count >= 2, np.maximum(np.maximum(np.minimum(df, noise.SMALL_DF), smallest), df - 1.0), df)
+    leans = np.any(np.stack([s & (v > 0) for v, _, s in terms]), axis=0)
+    df = np.where((count >= 1) & leans, np.minimum(df, summed), df)
+    df = np.where(total > 0, df, np.nan)
     return np.sqrt(total), df
 
 
-def arm_moments(launch_means: np.ndarray, n: int) -> Tuple[np.ndarray, np.ndarray, float]:
-    """An arm's mean, the variance of its mean (launch means' spread / n) and its df (n - 1) on its first n launches."""
+def arm_moments(launch_means: np.ndarray, n: int, prior_cv: Optional[float] = None):
+    """noise.arm_noise on arrays, on each campaign's first n launch means: (mean, variance of the mean, df,
+    stand_in).  Identical means (noise.identical) take the prior, undivided and marked as a stand-in, or keep a
+    zero variance without one."""
     x = launch_means[..., :n]
-    return x.mean(axis=-1), x.var(axis=-1, ddof=1) / n, float(n - 1)
+    mean = x.mean(axis=-1)
+    scale = np.max(np.abs(x), axis=-1)
+    same = np.ptp(x, axis=-1) <= noise.ZERO_SPREAD_RTOL * scale
+    var = np.where(same, 0.0, x.var(axis=-1, ddof=1) / n)
+    df = np.full(mean.shape, float(n - 1))
+    stand_in = same & bool(prior_cv)
+    if prior_cv:
+        var = np.where(same, (prior_cv * mean) ** 2, var)
+        df = np.where(same, np.inf, df)
+    return mean, var, df, stand_in
 
 
 def relative_change(a, b, extra_se=0.0):
-    """noise.relative_change on arrays: a, b = (mean, variance of the mean, df)."""
-    (ma, va, da), (mb, vb, db) = a, b
+    """noise.relative_change on arrays: a, b = arm_moments' (mean, variance of the mean, df, stand_in)."""
+    (ma, va, da, sa), (mb, vb, db, sb) = a, b
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = ma / mb - 1.0
-        terms = [(va / mb ** 2, da), (vb * ma ** 2 / mb ** 4, db)]
+        terms = [(va / mb ** 2, da, sa), (vb * ma ** 2 / mb ** 4, db, sb)]
         if np.any(np.asarray(extra_se) > 0):
             terms.append((np.asarray(extra_se, float) ** 2 + 0 * rel, math.inf))
         se, df = _welch(terms)
@@ -57,22 +80,24 @@ def relative_change(a, b, extra_se=0.0):
 
 def restored_fraction(fixed, level, broken):
     """noise.restored_fraction on arrays, with `_judge_restores`' precondition: the gap must exceed its 95% noise."""
-    (mf, vf, dff), (ml, vl, dl), (mb, vb, db) = fixed, level, broken
+    (mf, vf, dff, sf), (ml, vl, dl, sl), (mb, vb, db, sb) = fixed, level, broken
     gap, closed = ml - mb, mf - mb
     with np.errstate(divide="ignore", invalid="ignore"):
         r = closed / gap
-        se, df = _welch([(vf / gap ** 2, dff), (vl * closed ** 2 / gap ** 4, dl),
-                         (vb * (closed - gap) ** 2 / gap ** 4, db)])
+        se, df = _welch([(vf / gap ** 2, dff, sf), (vl * closed ** 2 / gap ** 4, dl, sl),
+                         (vb * (closed - gap) ** 2 / gap ** 4, db, sb)])
         gap_t = special.stdtrit(np.where(np.isnan(df), np.inf, df), 0.975)
         testable = (gap != 0) & (np.abs(gap) > gap_t * np.sqrt(vl + vb)) & (se > 0) & np.isfinite(r)
     return r, se, df, testable
 
 
 def claim_statistics(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n: int,
-                     questions: Optional[Mapping[str, int]] = None):
-    """(estimate, se, df, testable) of a sequential claim over simulated campaigns, each arm on its first n launches."""
+                     questions: Optional[Mapping[str, int]] = None, priors: Optional[Mapping[str, float]] = None):
+    """(estimate, se, df, testable) of a sequential claim over simulated campaigns, each arm on its first n launches;
+    `priors`: metric -> launch prior CV (analysis.launch_noise_prior), for arms whose launches come out identical."""
     bench, metric = claim["benchmark"], claim["metric"]
-    mom = {a: arm_moments(series[(a, bench, metric)], n) for a in arms_of(claim)}
+    prior = (priors or {}).get(metric)
+    mom = {a: arm_moments(series[(a, bench, metric)], n, prior) for a in arms_of(claim)}
     if claim["expect"] == "restores":
         return restored_fraction(mom[claim["arm"]], mom[claim["against"]], mom[claim["from"]])
     a, b = mom[claim["arm"]], mom[claim["against"]]
@@ -84,41 +109,63 @@ def claim_statistics(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n:
     return relative_change(a, b, extra)
 
 
+def untestable(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n: int,
+               priors: Optional[Mapping[str, float]] = None) -> np.ndarray:
+    """Campaigns in which every arm of the claim has identical launches and its metric no prior: NOT TESTABLE."""
+    if (priors or {}).get(claim["metric"]):
+        return np.zeros(next(iter(series.values())).shape[0], dtype=bool)
+    out = None
+    for a in arms_of(claim):
+        x = series[(a, claim["benchmark"], claim["metric"])][..., :n]
+        same = np.ptp(x, axis=-1) <= noise.ZERO_SPREAD_RTOL * np.max(np.abs(x), axis=-1)
+        out = same if out is None else out & same
+    return out
+
+
 # --- the rule over simulated campaigns ----------------------------------------------------------------------------
 
 def simulate_rule(claims: List[Dict[str, Any]], series: Mapping[Key, np.ndarray], schedule: Sequence[int],
                   n_max: int, alpha: float = 0.025, holm: bool = True, spending: str = "obrien_fleming",
-                  rho: float = 3.0, margin: float = 0.02, questions: Optional[Mapping[str, int]] = None
+                  rho: float = 3.0, margin: float = 0.02, questions: Optional[Mapping[str, int]] = None,
+                  priors: Optional[Mapping[str, float]] = None, family: Optional[int] = None
                   ) -> Dict[str, np.ndarray]:
     """The sequential rule on S simulated campaigns of the sequential `claims` (all arms in lockstep).
 
-    `series`: (arm, benchmark, metric) -> (S, >= max(schedule)) launch means.  Returns status (S, m), decided_at
-    (S, m, 0-based look), est/se/df (S, m, K) and the per-claim nominal level at each look (m, K).  A fixed design
-    of n launches is schedule [n], n_max n."""
+    `series`: (arm, benchmark, metric) -> (S, >= max(schedule)) launch means; `priors`: metric -> launch prior CV.
+    Returns status (S, m), decided_at (S, m, 0-based look), crossed_at (the look whose statistic decided it),
+    est/se/df (S, m, K) and the per-claim nominal level at each look (m, K).  A claim NOT TESTABLE at a look
+    (identical launches, no prior) is INCONCLUSIVE there.  A fixed design of n launches is schedule [n], n_max n.
+    `family`: Holm's family when it is larger than the simulated claims (the others never reject here)."""
     K, m = len(schedule), len(claims)
     S = next(iter(series.values())).shape[0]
     est, se, df = (np.full((S, m, K), np.nan) for _ in range(3))
     p_claim, p_contra = np.full((S, m, K), np.nan), np.full((S, m, K), np.nan)
+    stuck = np.zeros((S, m, K), dtype=bool)
     for j, n in enumerate(schedule):
         for i, c in enumerate(claims):
-            e, s, d, ok = claim_statistics(c, series, n, questions)
+            stuck[:, i, j] = untestable(c, series, n, priors)
+            e, s, d, ok = claim_statistics(c, series, n, questions, priors)
             pc, pn = claim_tests(c["expect"], e, s, d, float(c.get("margin", margin)), float(c.get("fraction", 0.9)))
             est[:, i, j], se[:, i, j], df[:, i, j] = e, s, d
             p_claim[:, i, j] = np.where(ok, pc, np.nan)
             p_contra[:, i, j] = np.where(ok, pn, np.nan)
-    R = m if holm and m else 1
-    levels = [nominal_levels(schedule, n_max, alpha / (m - r) if holm else alpha, spending, rho) for r in range(R)]
+    M = max(m, family or 0)
+    R = M if holm and m else 1
+    levels = [nominal_levels(schedule, n_max, alpha / (M - r) if holm else alpha, spending, rho) for r in range(R)]
     nominal_claim = np.broadcast_to(np.array(levels)[None, :, :], (m, R, K))
     per_claim = nominal_levels(schedule, n_max, alpha, spending, rho)
     nominal_contra = np.broadcast_to(per_claim[None, :], (m, K))
     status = np.zeros((S, m), dtype=int)
-    decided_at = np.full((S, m), -1, dtype=int)
+    decided_at, crossed_at = np.full((S, m), -1, dtype=int), np.full((S, m), -1, dtype=int)
     for j in range(K):
         rule_step(status, decided_at, j, p_claim[:, :, :j + 1], p_contra[:, :, :j + 1],
-                  nominal_claim[:, :, :j + 1], nominal_contra[:, :j + 1])
+                  nominal_claim[:, :, :j + 1], nominal_contra[:, :j + 1], crossed_at)
+        hold = (status == OPEN) & stuck[:, :, j]
+        status[hold], decided_at[hold], crossed_at[hold] = INCONC, j, j
     decided_at[status == OPEN] = K - 1
     status[status == OPEN] = INCONC
-    return {"status": status, "decided_at": decided_at, "est": est, "se": se, "df": df, "nominal": per_claim,
+    crossed_at = np.where(crossed_at < 0, decided_at, crossed_at)
+    return {"status": status, "decided_at": decided_at, "crossed_at": crossed_at, "est": est, "se": se, "df": df, "nominal": per_claim,
             "p_claim": p_claim, "p_contra": p_contra}
 
 
@@ -126,7 +173,7 @@ def interval_at_decision(sim: Dict[str, np.ndarray], level: Optional[float] = No
     """(low, high) at each claim's deciding look: the repeated CI (its look's nominal level), or the naive interval
     at a fixed one-sided `level` (0.025: the 95% interval a fixed design would print)."""
     S, m = sim["status"].shape
-    k = sim["decided_at"]
+    k = sim.get("crossed_at", sim["decided_at"])
     pick = lambda a: np.take_along_axis(a, k[:, :, None], axis=2)[:, :, 0]  # noqa: E731
     e, s, d = pick(sim["est"]), pick(sim["se"]), pick(sim["df"])
     a = sim["nominal"][k] if level is None else np.full((S, m), level)
@@ -221,15 +268,14 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
     held_to_max = {a for c in unplanned for a in arms_of(c)}
     effects = [true_effect(c, truth) for c in planned]
     expected = [expected_verdict(c, e, margin) for c, e in zip(planned, effects)]
+    priors = settings.get("launch_noise_prior") or {}
 
     # the family: Holm counts every sequential claim, simulated or not (an unplanned one never rejects here)
     def run(schedule, n_max):
         if not planned:
             return None
-        if unplanned and holm:  # the family is larger than the simulated claims: Holm counts them all
-            return _with_family(planned, len(seq), series, schedule, n_max, alpha, policy, margin, questions)
         return simulate_rule(planned, series, schedule, n_max, alpha, holm, policy.spending, policy.rho, margin,
-                             questions)
+                             questions, priors, len(seq))
 
     def summary(schedule, n_max):
         sim = run(schedule, n_max)
@@ -281,6 +327,13 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
                              "saving_gpu_hours": float(d.mean()), "saving_se": float(d.std() / math.sqrt(n_sim)),
                              # a platform without GPUs (the CPU testbed) costs launches, not GPU-hours
                              "saving_share": float(d.mean() / same["gpu_hours"]) if same["gpu_hours"] else 0.0}
+        cheaper = [f for f in fixed_rows if f["n"] < same["n"]]
+        if cheaper:  # the next cheaper fixed design: what the saving buys against it is power
+            out["same_power"]["below"] = {"n": cheaper[-1]["n"], "power": cheaper[-1]["power"],
+                                          "gpu_hours": cheaper[-1]["gpu_hours"]}
+    # round 1 must be able to decide something, or `min` launches are only the first part of a larger fixed design
+    out["first_round"] = {"decides": max((c["rounds"][0] for c in seq_sum["claims"]), default=0.0),
+                          "t": out["boundaries"][0]["t"], "df": out["boundaries"][0]["df"]}
     if fixed:
         f = next(f for f in fixed_rows if f["n"] == fixed)
         d = f["_gpu"] - seq_sum["_gpu"]
@@ -289,28 +342,6 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
                              "difference_gpu_hours": float(d.mean()),
                              "difference_se": float(d.std() / math.sqrt(n_sim))}
     return out
-
-
-def _with_family(planned, family, series, schedule, n_max, alpha, policy, margin, questions):
-    """simulate_rule with Holm over a family of `family` claims of which only `planned` are simulated."""
-    sim = simulate_rule(planned, series, schedule, n_max, alpha, True, policy.spending, policy.rho, margin, questions)
-    m, K = len(planned), len(schedule)
-    pad = family - m
-    S = sim["status"].shape[0]
-    p_claim = np.concatenate([sim["p_claim"], np.full((S, pad, K), np.nan)], axis=1)
-    p_contra = np.concatenate([sim["p_contra"], np.full((S, pad, K), np.nan)], axis=1)
-    levels = np.array([nominal_levels(schedule, n_max, alpha / (family - r), policy.spending, policy.rho)
-                       for r in range(family)])
-    nominal_claim = np.broadcast_to(levels[None], (family, family, K))
-    nominal_contra = np.broadcast_to(sim["nominal"][None, :], (family, K))
-    status = np.zeros((S, family), dtype=int)
-    decided_at = np.full((S, family), -1, dtype=int)
-    for j in range(K):
-        rule_step(status, decided_at, j, p_claim[:, :, :j + 1], p_contra[:, :, :j + 1],
-                  nominal_claim[:, :, :j + 1], nominal_contra[:, :j + 1])
-    decided_at[status == OPEN] = K - 1
-    status[status == OPEN] = INCONC
-    return {**sim, "status": status[:, :m], "decided_at": decided_at[:, :m]}
 
 
 # --- from the campaign's configuration ------------------------------------------------------------------------------
@@ -396,11 +427,20 @@ def format_plan(plan: Dict[str, Any]) -> str:
                   f"P(every claim gets its expected verdict) {s['power']:.1%} +- {s['power_se']:.1%}"]
     if plan.get("same_power"):
         sp = plan["same_power"]
-        lines.append(f"fixed design of the same power: {sp['n']} launches per arm, {sp['gpu_hours']:.1f} GPU-hours "
-                     f"(power {sp['power']:.1%}); the sequential design saves {sp['saving_gpu_hours']:.2f} +- "
-                     f"{sp['saving_se']:.2f} GPU-hours ({sp['saving_share']:.0%})")
+        lines.append(f"cheapest fixed design of at least the same power: {sp['n']} launches per arm, "
+                     f"{sp['gpu_hours']:.1f} GPU-hours (power {sp['power']:.1%}); the sequential design saves "
+                     f"{sp['saving_gpu_hours']:.2f} +- {sp['saving_se']:.2f} GPU-hours ({sp['saving_share']:.0%})")
+        if sp.get("below"):
+            b = sp["below"]
+            lines.append(f"  the next cheaper, {b['n']} launches per arm: {b['gpu_hours']:.1f} GPU-hours at power "
+                         f"{b['power']:.1%}")
     else:
         lines.append("no fixed design up to the simulated launches reaches the sequential design's power")
+    first = plan.get("first_round")
+    if first and first["decides"] < 0.05 and p.min < p.max:  # the first round is only a down payment on max
+        t = f"t > {first['t']:.1f} at {first['df']:.0f} df"
+        lines.append(f"round 1 ({p.min} launches per arm, {t}) decides no claim in more than {first['decides']:.1%} "
+                     f"of campaigns; min: {p.min + 1} gives a first round that can")
     if plan.get("configured"):
         c = plan["configured"]
         lines.append(f"configured fixed design: {c['n']} launches per arm, {c['gpu_hours']:.1f} GPU-hours, power "

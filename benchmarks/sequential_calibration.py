@@ -75,10 +75,10 @@ def fixed_power(claims, series, k, n):
 
 
 def same_power(result, power):
-    """The fixed design of the same power on the same campaigns: the smallest n reaching it (within 2 MC SEs of
-    the sequential design's power), and the n a linear interpolation of power between integers gives."""
+    """The cheapest fixed design of at least the same power on the same campaigns (the smallest n whose power is
+    not below the sequential design's), and the n a linear interpolation of power between integers gives."""
     powers = {k: fixed_power(result["claims"], result["series"], k, result["n"]) for k in range(2, 11)}
-    n_int = next((k for k in sorted(powers) if powers[k] >= power - 2 * se(power, result["n"])), None)
+    n_int = next((k for k in sorted(powers) if powers[k] >= power), None)
     n_lin = None
     for k in range(2, 10):
         if powers[k] < power <= powers[k + 1]:
@@ -107,6 +107,35 @@ def table_path(effect, n, seed):
     rows = sq.decide_sequential(table, claims_for(n, "decrease"), PER_CLAIM, {"min": 2, "max": 5})["claims"]
     return {"reproduced": rate(rows, sq.REPRODUCED), "coverage": covered(rows, effect),
             "launches": float(np.mean([r["launches"] for r in rows])), "n": n, "seconds": time.perf_counter() - start}
+
+
+def odd_noise(n, row):
+    """Issue #39's cells (analysis/sequential_calibration.py): every null cell, power and the design's efficiency
+    against the cheapest fixed design of at least its power, at launch SD 2% and 1%, for min 2 and min 3."""
+    from specrepro.analysis import sequential_calibration as sc
+
+    for i, cell in enumerate(sc.NULL_CELLS):
+        start = time.perf_counter()
+        r = sc.run_cell(cell, n, 200 + i)
+        extra = (f"; NOT REPRODUCED {r['not_reproduced']:.2%} +- {r['not_reproduced_se']:.2%}"
+                 if cell.expect == "equal" else "")
+        row(f"#39 null: {cell.name} {sq.Policy.parse(cell.policy).text()}: REPRODUCED / repeated-CI coverage",
+            "<= 3% / >= 94%", f"{r['reproduced']:.2%} +- {r['reproduced_se']:.2%} / {r['coverage']:.2%} +- "
+            f"{r['coverage_se']:.2%}", n, time.perf_counter() - start, f"launches per arm {r['launches']:.2f}" + extra)
+    for sd in (0.02, 0.01):
+        for policy in ({"min": 2, "max": 5}, {"min": 3, "max": 5}):
+            start = time.perf_counter()
+            cell = sc.Cell(f"-8%, SD {sd:.0%}", -0.08, sd, sd, policy=policy)
+            e = sc.efficiency(cell, n, 300)
+            s = e["sequential"]
+            k, b = e["cheapest_at_least"], e["below"]
+            row(f"#39 true -8%, launch SD {sd:.0%}, {sq.Policy.parse(policy).text()}: power; launches per arm vs the "
+                f"cheapest fixed design of at least that power", "fewer",
+                f"{s['reproduced']:.3%} +- {s['reproduced_se']:.3%}; {s['launches']:.3f} +- {s['launches_se']:.3f} "
+                f"vs fixed {k} ({e['fixed'][k]:.3%}): saving {e['saving']:.1%}" if k else f"{s['launches']:.3f}",
+                n, time.perf_counter() - start,
+                f"decided in round 1: {s['round1']:.1%}; next cheaper fixed {b} ({e['fixed'][b]:.2%} power): "
+                f"saving {e['saving_below']:.1%}" if b else f"decided in round 1: {s['round1']:.1%}")
 
 
 def main():
@@ -176,6 +205,7 @@ def main():
             row(f"through decide_sequential on runs tables, true {effect:+.0%}: REPRODUCED", "as above",
                 f"{t['reproduced']:.2%} +- {se(t['reproduced'], t['n']):.2%}", t["n"], t["seconds"],
                 f"repeated-CI coverage {t['coverage']:.1%}; launches per arm {t['launches']:.2f}")
+    odd_noise(n, row)
     # other designs, briefly
     alts = []
     for policy in ({"min": 2, "max": 5, "spending": "pocock"}, {"min": 2, "max": 4}, {"min": 3, "max": 5},

@@ -185,15 +185,76 @@ def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
 
 
 # What the container runtime itself said about the images and containers of the
-# container tests: shown in the test log whether the tests pass or fail.
+# container tests: shown in the test log whether the tests pass or fail.  Under pytest-xdist a worker's list
+# reaches the controller's summary through a file in the run's shared temporary folder.
 RUNTIME_OUTPUT: list = []
 
 
+def _shared_tmp(config) -> Path:
+    """The folder every process of one pytest run sees: the controller's basetemp (a worker's is below it)."""
+    base = config._tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(config, "workerinput") else base
+
+
+def pytest_sessionfinish(session):
+    if RUNTIME_OUTPUT and hasattr(session.config, "workerinput"):
+        out = _shared_tmp(session.config) / "runtime-output"
+        out.mkdir(exist_ok=True)
+        (out / f"{session.config.workerinput['workerid']}.json").write_text(json.dumps(RUNTIME_OUTPUT))
+
+
 def pytest_terminal_summary(terminalreporter):
-    if RUNTIME_OUTPUT:
+    blocks = list(RUNTIME_OUTPUT)
+    for f in sorted((_shared_tmp(terminalreporter.config) / "runtime-output").glob("*.json")):
+        blocks += json.loads(f.read_text())
+    if blocks:
         terminalreporter.section("container runtime output (podman images / podman ps)")
-        for block in RUNTIME_OUTPUT:
+        for block in blocks:
             terminalreporter.write_line(block)
+
+
+# Scheduling (pytest-xdist; tests/run_layers.py runs each layer on two workers): every test belongs to one group,
+# run by one worker in collection order, so a module's (and a runtime's) campaign is paid once.  A group is its
+# module, except the container tests, one group per runtime.  Groups start longest first (tests/budget.toml's
+# measured costs), which two workers turn into two lanes of about equal length.  The group is read from the node ID
+# alone: the controller schedules by node IDs (and xdist's own `loadgroup` marks do not reach pytest 9's node IDs).
+RUNTIMES = ("podman", "docker")
+
+
+def group_of(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-") if nodeid.endswith("]") else []
+    runtime = next((p for p in params if p in RUNTIMES), None)
+    return f"{module}[{runtime}]" if runtime else module
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def group_costs() -> dict:
+    import tomllib
+
+    return tomllib.loads((ROOT / "tests" / "budget.toml").read_text()).get("group_cost_s", {})
+
+
+def pytest_itemcollected(item):
+    # in the junit XML, for tests/run_layers.py's time per group
+    item.user_properties.append(("group", group_of(item.nodeid)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    costs = group_costs()
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-costs.get(group_of(item.nodeid), 0), order[id(item)]))
 
 
 def kfd_tree(layout: str, root: Path) -> Path:

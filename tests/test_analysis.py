@@ -231,7 +231,8 @@ def test_intervals_use_students_t_with_welchs_degrees_of_freedom():
     d = noise.relative_change(a, b)
     k = (304 / 310) ** 2
     assert d["se"] == pytest.approx(math.sqrt(1 / 3 + k / 3) / 310)
-    assert d["df"] == pytest.approx((1 + k) ** 2 / ((1 + k ** 2) / 2))  # Welch-Satterthwaite
+    # Welch-Satterthwaite, less one for the estimated variance ratio (issue #39; never below one arm's df, 2)
+    assert d["df"] == pytest.approx((1 + k) ** 2 / ((1 + k ** 2) / 2) - 1)
     assert d["half_width"] == pytest.approx(noise.t_quantile(d["df"]) * d["se"])
     # a prior is known: it widens the interval and loses no degrees of freedom
     p = noise.relative_change(noise.arm_noise([[303.0, 304.0, 305.0]], 0.02),

@@ -102,7 +102,8 @@ def test_equal_claims_at_the_margin():
     n = 400
     # three launches resolve about +-4.5% here: no change is shown equal within an 8% margin, mostly
     null = judged(simulate(n, 0.0, launches=3, repeats=3, seed=7), "equal", margin=0.08)
-    assert rate(null, REPRODUCED) >= 0.7  # measured 79.8% +- 2.0% (MC)
+    # measured 65.3% +- 2.4% (MC); 79.8% before Satterthwaite's df paid one for the estimated variance ratio (#39)
+    assert rate(null, REPRODUCED) >= 0.6
     # and a true 8% change is almost never passed off as equal within 5%
     far = judged(simulate(n, 0.08, launches=3, repeats=3, seed=8), "equal", margin=0.05)
     assert rate(far, REPRODUCED) <= 0.05
@@ -135,7 +136,9 @@ def test_restored_fraction_is_calibrated():
                    "from": "on", "fraction": 0.9, "expect": "restores"} for c in range(n)]
         return analyze(pd.DataFrame(rows), baseline="off", claims=claims, settings=PER_CLAIM)["claims"]
 
-    assert rate(campaign(1.0, 9), REPRODUCED) >= 0.8
+    # measured 76.7% +- 2.4% (MC): Satterthwaite's df (at most 6 over three 3-launch arms) pays one for the
+    # estimated variance ratios (#39)
+    assert rate(campaign(1.0, 9), REPRODUCED) >= 0.7
     short = campaign(0.7, 10)
     assert rate(short, REPRODUCED) == 0.0 and rate(short, NOT_REPRODUCED) >= 0.8
 

@@ -19,7 +19,7 @@ GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("mo
 @pytest.mark.parametrize("group,option", [(g, o) for g in ("model", "platform", "sglang", "experiment") for o in GROUPS[g]])
 def test_every_option_composes(group, option):
     # a platform composes with a model whose checkpoint runs there
-    extra = ["model=glm52_fp8"] if (group, option) == ("platform", "h200") else []
+    extra = ["model=glm52_fp8"] if (group, option) in (("platform", "h200"), ("platform", "gpu_local")) else []
     cfg = compose([f"{group}={option}", *extra])
     # the option chosen is the option composed (file names and the names inside them agree)
     composed = {"model": cfg["model"]["name"], "platform": cfg["platform"]["name"],

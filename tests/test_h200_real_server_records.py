@@ -45,7 +45,7 @@ def test_accept_length_on_the_h200_agrees_with_theory(theory):
     runs = pd.read_csv(DATA / "runs.csv")
     # the experiment's draft rules as today's files declare them (the run's own resolved config used the old words:
     # argmax, sampled, argmax_after_first)
-    experiment = yaml.safe_load((ROOT / "tests/gpu/conf/experiment/eagle_topk_h200_toy.yaml").read_text())
+    experiment = yaml.safe_load((ROOT / "conf/experiment/eagle_topk_toy_gpu.yaml").read_text())
     entries = theory_entries(experiment)
     requests = None  # the request table stays on the machine; theory rows needing verify counts say so
     model = {"server_args": {"speculative_num_steps": 3}, "toy": {}}

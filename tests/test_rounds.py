@@ -105,18 +105,33 @@ def test_the_dags_rounds_read_each_decision_through_its_checkpoint(tmp_path):
 
 def test_identical_launch_means_take_the_prior_not_a_zero_width_interval():
     """A deterministic server (greedy decoding of a fixed model) gives launch means equal to the last digit: the
-    launch prior stands in for their zero spread, so a -25% change is decided and a +0.2% one is not."""
+    launch prior stands in for their zero spread -- one launch's worth: identical relaunches are one number, not two
+    (issue #39) -- so a -25% change is decided and a +0.2% one is not."""
     from specrepro.analysis import noise
 
     a = noise.arm_noise([[3.0, 3.0], [3.0, 3.0]], 0.005)
     b = noise.arm_noise([[4.0, 4.0], [4.0, 4.0]], 0.005)
     assert a.components[0].df == math.inf and "2 identical launch means: prior 0.5%" in a.components[0].source
-    assert a.components[0].variance == pytest.approx((0.005 * 3.0) ** 2 / 2)
+    assert a.components[0].stand_in and a.components[0].variance == pytest.approx((0.005 * 3.0) ** 2)
+    five = noise.arm_noise([[3.0]] * 5, 0.005)
+    assert five.components[0].variance == a.components[0].variance  # five identical launches say no more than two
     d = noise.relative_change(a, b)
     assert d["relative"] == pytest.approx(-0.25) and d["ci_high"] < -0.2
     small = noise.relative_change(noise.arm_noise([[4.008], [4.008]], 0.005), b)
     assert small["ci_low"] < 0 < small["ci_high"]
-    # without a prior the zero spread stays what it was: no estimate
-    assert noise.arm_noise([[3.0], [3.0]], None).components[0].variance == 0.0
+    # without a prior the zero spread stays what it was: no estimate, and no number of launches will give one
+    bare = noise.arm_noise([[3.0], [3.0]], None)
+    assert bare.components[0].variance == 0.0 and bare.untestable
     # a spread that is not exactly zero is the measurement, however small
     assert noise.arm_noise([[3.0], [3.0001]], 0.005).components[0].df == 1.0
+
+
+def test_rho_is_read_as_given_and_a_numpy_int_is_the_fixed_design():
+    """rho = 0 is refused by name (it was silently read as 3: `value or 3.0`); rho 1 is the linear spending."""
+    import numpy as np
+
+    assert Policy.parse({"min": 2, "max": 4, "spending": "power", "rho": 1}).rho == 1.0
+    assert Policy.parse({"min": 2, "max": 4, "spending": "power"}).rho == 3.0
+    with pytest.raises(ValueError, match=r"experiment.launches.rho = 0: the power family's exponent must be > 0"):
+        Policy.parse({"min": 2, "max": 4, "spending": "power", "rho": 0})
+    assert policy_of(np.int64(3)) is None and max_launches(np.int64(3)) == 3

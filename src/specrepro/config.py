@@ -267,6 +267,9 @@ def _platform_problems(cfg: Dict[str, Any]) -> List[str]:
         problems.append(f"platform.python_env: requirements/{plat['python_env']} not found under {cfg['project_root']}")
     if plat.get("python_env") and plat["container_runtime"] != "none":
         problems.append("platform.python_env: a pipeline-built venv serves bare processes only (container_runtime: none)")
+    if plat.get("environment_imports") and plat["container_runtime"] != "none":
+        problems.append("platform.environment_imports: checks the caller's own environment, which serves bare processes "
+                        "only (container_runtime: none)")
     return problems
 
 

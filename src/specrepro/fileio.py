@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import os
+import threading
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +15,8 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write next to `path`, then rename: a crash leaves the old file or none, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # one name per writer: two processes writing the same path must not share a half-written file
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
 

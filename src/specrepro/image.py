@@ -271,6 +271,10 @@ def tree_record(plan: ArmPlan, record: Dict[str, Any], manifest: Dict[str, Any],
     paths = [str(pkg_parent.parent), *plat.get("pythonpath", [])]
     record.update(kind="tree", python=plan.python, sglang_root=str(pkg_parent.parent),
                   pythonpath=os.pathsep.join(paths))
+    if plat.get("environment_imports") and not plat.get("python_env"):
+        from specrepro.preflight import environment_check
+
+        record["environment"] = environment_check(plat, plan.python, record["pythonpath"], log)
     print(f"arm {plan.name}: platform {plat['name']} without a container, sglang tree {pkg_parent}, python "
           f"{plan.python}", file=log)
     return record

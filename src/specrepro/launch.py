@@ -257,6 +257,14 @@ def granted_gpus(plan: ArmPlan, environ: Optional[Dict[str, str]] = None,
             break
     if gpus is None and plan.serve.get("gpus") is not None:
         gpus, source = list(plan.serve["gpus"]), "serve.gpus"
+    if gpus is None and plat.get("gpus_from_node"):
+        from specrepro import node_facts
+
+        try:
+            gpus, source = [g.index for g in node_facts.node_gpus(plat["accelerator"],
+                                                                  Path(plat.get("node_root") or "/"))], "node"
+        except node_facts.NodeFactsError as exc:
+            raise LaunchError(f"platform.gpus_from_node: this host's GPUs cannot be read: {exc}") from None
     if gpus is None:
         raise LaunchError(f"no GPUs granted to this job: none of {plat['gpu_grant_env']} is set (Slurm sets them "
                           f"with --gres=gpu:N); on one host without a scheduler set serve.gpus=[0,1,...]")
@@ -409,6 +417,14 @@ class Launcher:
         if self.runtime == "apptainer" and ctx.gpus and not client:
             name = "ROCR_VISIBLE_DEVICES" if self.plat["accelerator"] == "rocm" else "CUDA_VISIBLE_DEVICES"
             env[name] = ",".join(map(str, ctx.gpus))
+        # A bare server on one host without a scheduler (serve.gpus, or the node's own table) sees the GPUs it was given and no other: CUDA in
+        # PCI order (its own default is fastest first), which is the node's table's order (node_facts); ROCr in KFD
+        # order.  A scheduler's grant comes with its own variable, which the process inherits as it is.
+        if self.runtime == "none" and ctx.gpus and ctx.gpu_source in ("serve.gpus", "node") and not client:
+            if self.plat["accelerator"] == "rocm":
+                env["ROCR_VISIBLE_DEVICES"] = ",".join(map(str, ctx.gpus))
+            elif self.plat["accelerator"] == "cuda":
+                env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=",".join(map(str, ctx.gpus)))
         return env
 
     def device_files(self, ctx: LaunchContext) -> List[str]:

@@ -166,8 +166,10 @@ def plan_resolution(plans: List[ArmPlan]) -> Dict[str, Any]:
         except (RuntimeError, ValueError) as exc:
             return {"skipped": f"sglang's resolution could not run here: {exc}"}
         result = {"arms": arms, "tree": str(tree), "off_node": off_node, "facts": request["platform"]}
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(result))
+        from specrepro.fileio import write_text_atomic
+
+        # another campaign on this machine may read it the moment it appears
+        write_text_atomic(cached, json.dumps(result))
     # the release tree answers for the arms that serve it: their launches reuse it (preflight.resolution_check)
     for plan in plans:
         if plan.ref == plan.pinned_ref and not plan.series and plan.name in result["arms"]:

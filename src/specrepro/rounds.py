@@ -6,6 +6,7 @@ after each round is the analysis's (specrepro.analysis.sequential), the DAG's ro
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -32,6 +33,8 @@ class Policy:
             raise ValueError(f"experiment.launches: need min <= max and step >= 1, got {self}")
         if self.spending not in SPENDING:
             raise ValueError(f"experiment.launches.spending = {self.spending!r}: one of {sorted(SPENDING)}")
+        if not self.rho > 0:  # alpha t^0 = alpha: the whole 2.5% at the first look, nothing left for the others
+            raise ValueError(f"experiment.launches.rho = {self.rho:g}: the power family's exponent must be > 0")
 
     @property
     def schedule(self) -> List[int]:
@@ -59,23 +62,15 @@ class Policy:
             unknown = set(value) - {"min", "max", "step", "spending", "rho"}
             if unknown:
                 raise ValueError(f"experiment.launches: unknown keys {sorted(unknown)} (min, max, step, spending, rho)")
+            rho = value.get("rho")
             return cls(int(value["min"]), int(value["max"]), int(value.get("step") or 1),
-                       str(value.get("spending") or "obrien_fleming"), float(value.get("rho") or 3.0))
+                       str(value.get("spending") or "obrien_fleming"), 3.0 if rho is None else float(rho))
         raise ValueError(f"experiment.launches = {value!r}: an int (fixed) or {{min, max}} (sequential)")
 
 
 def policy_of(launches: Any) -> Optional[Policy]:
     """`experiment.launches` as configured: None for an int (the fixed design `analyze` judges), else the Policy."""
-    if launches is None or isinstance(launches, (int, np.integer)):
-        return None
-    if hasattr(launches, "items") and not isinstance(launches, Mapping):  # an OmegaConf DictConfig
-        launches = dict(launches.items())
-    return Policy.parse(launches)
-
-
-def policy_of(launches: Any) -> Optional[Policy]:
-    """`experiment.launches` as configured: None for an int (the fixed design `analyze` judges), else the Policy."""
-    if launches is None or isinstance(launches, int):
+    if launches is None or isinstance(launches, numbers.Integral):  # a numpy int from a table too
         return None
     if hasattr(launches, "items") and not isinstance(launches, Mapping):  # an OmegaConf DictConfig
         launches = dict(launches.items())

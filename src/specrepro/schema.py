@@ -159,6 +159,9 @@ class PlatformConfig:
     gpu_device_pattern: Optional[str] = None
     # Where the node's sysfs is (the KFD topology is read under it); tests point it at captured trees.
     node_root: str = "/"
+    # One host without a scheduler: with no grant variable set and no serve.gpus, a job takes the node's GPUs as its
+    # own table lists them (specrepro.node_facts: nvidia-smi / procfs, the KFD topology), the first model.gpus.
+    gpus_from_node: bool = False
     # Environment variables that name the GPUs a job was granted, in the order read.
     gpu_grant_env: List[str] = field(default_factory=lambda: ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "ROCR_VISIBLE_DEVICES",
                                                                "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
@@ -187,6 +190,10 @@ class PlatformConfig:
     # No container: a requirements file under requirements/ the pipeline builds a venv from
     # (cached under cache_dir/envs); its Python serves and runs the clients.  None: `python` as is.
     python_env: Optional[str] = None
+    # No container and no pipeline-built venv: modules the caller's own environment (`python`) must import with the
+    # arm's sglang tree first on PYTHONPATH (sglang's server), checked with torch's accelerator build and Triton by
+    # each arm's image job, before any server starts (specrepro.preflight.environment_check); []: not checked.
+    environment_imports: List[str] = field(default_factory=list)
     # Metrics this platform cannot speak to (metric -> why): shown, never judged.
     unjudged_metrics: Dict[str, str] = field(default_factory=dict)
     # Platform facts the launch itself establishes for sglang (sglang.srt.runtime_context names), applied

@@ -41,10 +41,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
+
+from specrepro.fileio import locked
 
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>"]
 THEORY_FILE = "theory.json"
@@ -310,9 +315,24 @@ def toy_model_stage(toy: Dict[str, Any], num_steps: int, corpus: Dict[str, Any],
         items = [json.loads(line) for line in fh if line.strip()]
     texts = [t for item in items for t in (item.get("question", ""), item.get("answer", ""))]
     print(f"toy model: tokenizer corpus {path} ({len(items)} items, sha256 verified)", file=log)
-    record = build_toy_model(Path(toy["dir"]), texts, seed=toy["seed"], vocab_size=toy["vocab_size"],
-                             hidden=toy["hidden"], sharpness=toy["sharpness"], num_steps=num_steps,
-                             prompt_end=toy.get("prompt_end") or "")
+    out = Path(toy["dir"])
+    # Another campaign's server may be loading the pair from this folder: build it beside the folder, then move it
+    # in file by file (each move atomic, the bytes the same for the same settings), one builder at a time.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with locked(out.parent / f".{out.name}.lock"):
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            record = build_toy_model(staging, texts, seed=toy["seed"], vocab_size=toy["vocab_size"],
+                                     hidden=toy["hidden"], sharpness=toy["sharpness"], num_steps=num_steps,
+                                     prompt_end=toy.get("prompt_end") or "")
+            record.update(target=str(out / TARGET_DIR), draft=str(out / DRAFT_DIR))
+            (staging / THEORY_FILE).write_text(json.dumps(record, indent=1))
+            for f in sorted(p for p in staging.rglob("*") if p.is_file()):
+                dest = out / f.relative_to(staging)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(f, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     s = record["sampled_accept_length"]
     print(f"toy model in {toy['dir']}: vocab {record['vocab_size']}, P(argmax) at T=1 "
           f"{record['p_argmax']['mean']:.3f} ({record['p_argmax']['min']:.3f}-{record['p_argmax']['max']:.3f}); "

@@ -40,6 +40,7 @@ def content_key(wheel: Path) -> str:
 
 def build(cache_dir: Path, runtime: str = "podman") -> str:
     sys.path.insert(0, str(ROOT / "src"))
+    from specrepro.fileio import locked
     from specrepro.sources import registry_archive
 
     wheel = registry_archive("0.5.20", cache_dir, sys.stderr)
@@ -50,23 +51,25 @@ def build(cache_dir: Path, runtime: str = "podman") -> str:
         return ref
     work = cache_dir / "test-images" / key
     rootfs = work / "rootfs.tar"
-    if not rootfs.is_file():
-        work.mkdir(parents=True, exist_ok=True)
-        partial = work / "rootfs.partial.tar"
-        print(f"test base image: mmdebstrap {PACKAGES} (about 30 s)", file=sys.stderr, flush=True)
-        subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", f"--include={PACKAGES}", "bookworm",
-                        str(partial)], check=True)
-        with tarfile.open(partial, "a") as tar:
-            _add_tree_from_wheel(tar, wheel, "sgl-workspace/sglang/python")
-            tar.add(ROOT / "tests" / "standin" / "sglang_standin.py", "opt/specrepro-standin/sglang_standin.py")
-            # the stand-in's flag -> ServerArgs field table, beside it (it reads it there first)
-            tar.add(FLAG_TABLE, "opt/specrepro-standin/flag_table.json")
-            # what the published image's editable install does: `python3 -m sglang...` finds the tree
-            pth = b"/sgl-workspace/sglang/python\n"
-            info = tarfile.TarInfo("usr/lib/python3/dist-packages/sglang-editable.pth")
-            info.size, info.mode = len(pth), 0o644
-            tar.addfile(info, io.BytesIO(pth))
-        partial.replace(rootfs)
+    work.mkdir(parents=True, exist_ok=True)
+    # both runtimes' tests may ask at once (tests/run_layers.py runs them on two workers): one builds, the other waits
+    with locked(work / ".rootfs.lock"):
+        if not rootfs.is_file():
+            partial = work / "rootfs.partial.tar"
+            print(f"test base image: mmdebstrap {PACKAGES} (about 30 s)", file=sys.stderr, flush=True)
+            subprocess.run(["mmdebstrap", "--quiet", "--variant=essential", f"--include={PACKAGES}", "bookworm",
+                            str(partial)], check=True)
+            with tarfile.open(partial, "a") as tar:
+                _add_tree_from_wheel(tar, wheel, "sgl-workspace/sglang/python")
+                tar.add(ROOT / "tests" / "standin" / "sglang_standin.py", "opt/specrepro-standin/sglang_standin.py")
+                # the stand-in's flag -> ServerArgs field table, beside it (it reads it there first)
+                tar.add(FLAG_TABLE, "opt/specrepro-standin/flag_table.json")
+                # what the published image's editable install does: `python3 -m sglang...` finds the tree
+                pth = b"/sgl-workspace/sglang/python\n"
+                info = tarfile.TarInfo("usr/lib/python3/dist-packages/sglang-editable.pth")
+                info.size, info.mode = len(pth), 0o644
+                tar.addfile(info, io.BytesIO(pth))
+            partial.replace(rootfs)
     quiet = ["--quiet"] if runtime == "podman" else []  # docker 20.10's import has no --quiet
     subprocess.run([rt, "import", *quiet, str(rootfs), ref], check=True, stdout=subprocess.DEVNULL)
     return ref

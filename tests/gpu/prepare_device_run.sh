@@ -1,41 +1,32 @@
 #!/usr/bin/env bash
-# From a clean checkout (after `make .venv/bin/.installed`, with the package registry and sglang's release
-# reachable here): everything tests/gpu/run_toy_campaign_on_device.sh carries to the lent GPU, which reaches
-# neither.  Run from the project root; then, with the `device` tool, carry [".whl", ".gpu"] and run
-# `bash tests/gpu/run_toy_campaign_on_device.sh`.
-#   .whl/   the wheels of tests/gpu/device-wheels.txt (cp312 manylinux) and antlr4's source archive (no wheel)
-#   .gpu/   sglang-0.5.20.tar.xz (the release's `sglang` package, from the pipeline's source stage),
-#           patched/ (the files the pipeline's patch stage changed for patches/eagle_topk, at their tree paths),
-#           gsm8k-test.jsonl (GSM8K's test set, held to conf/config.yaml's sha256)
-# (The CPU campaign: its arms read GSM8K only and apply the same series.)
+# From a clean checkout (after `make .venv/bin/.installed`, with the package registry reachable here): everything
+# tests/gpu/run_dag_on_device.sh carries to the lent GPU machine, which reaches no registry.  Run from the project
+# root; then, with the `device` tool, carry [".whl", ".gpu"] and run `bash tests/gpu/run_dag_on_device.sh`.
+#   .whl/   the wheels of tests/gpu/device-wheels.txt for PYTHON_VERSION (default 3.12, the lent machine's), those
+#           with no wheel built here from their source archives, and specrepro's own wheel
+#   .gpu/   what the CPU stages of the real DAG made here, for the device run to resume: the source stage's release
+#           (sglang-0.5.20.tar.xz, the `sglang` package of its tree), the files the patch stage changed (patched/),
+#           the stages' manifests, the patch_check verdict and logs (stages/), and GSM8K's test set as the datasets
+#           stage verified it (gsm8k-test.jsonl).  Those stages ran with results_dir=/tmp/specrepro-device/results,
+#           the path the device run uses, so the records name the paths they will have there.
 # Both folders are ignored by git (.git/info/exclude), as the device tool's README asks for carried paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for d in .whl .gpu; do grep -qx "/$d/" .git/info/exclude 2>/dev/null || echo "/$d/" >> .git/info/exclude; done
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+for d in .whl .gpu .gpu-resume; do grep -qx "/$d/" "$exclude" 2>/dev/null || echo "/$d/" >> "$exclude"; done
+rm -rf .whl
 tests/gpu/fetch_device_wheels.sh
-python3 -m pip download -q --no-deps --no-binary=:all: antlr4-python3-runtime==4.9.3 -d .whl
+.venv/bin/python -m pip wheel -q --no-deps -w .whl .
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-results=$work/results
-echo "the datasets, source and patch stages of the real DAG (results in $results)"
-.venv/bin/specrepro run experiment=eagle_topk_cpu results_dir="$results" -- "$results/datasets/gsm8k.json" \
-  "$results/patch/v0.5.20/eagle_topk/manifest.json"
-source_tree=$(readlink -f "$results/source/v0.5.20/tree")
-patched_tree=$(readlink -f "$results/patch/v0.5.20/eagle_topk/tree")
-
-rm -rf .gpu && mkdir -p .gpu/patched
-tar -cJf .gpu/sglang-0.5.20.tar.xz -C "$source_tree" sglang
-# the files the series changed, at their paths in the tree
-(cd "$patched_tree" && find sglang -type f ! -name '*.pyc' -print0) | while IFS= read -r -d '' f; do
-  if ! cmp -s "$patched_tree/$f" "$source_tree/$f"; then
-    mkdir -p ".gpu/patched/$(dirname "$f")" && cp "$patched_tree/$f" ".gpu/patched/$f"
-    echo "patched: $f"
-  fi
-done
-
-# where the datasets stage found GSM8K's test set (fetched and held to its sha256, or SPECREPRO_DATA_DIR's copy)
-.venv/bin/python -c 'import json, shutil, sys; shutil.copy(json.load(open(sys.argv[1]))["path"], ".gpu/gsm8k-test.jsonl")' \
-  "$results/datasets/gsm8k.json"
+results=/tmp/specrepro-device/results
+rm -rf "$results"
+echo "the datasets, source, patch and patch_check stages of the real DAG (results in $results)"
+.venv/bin/specrepro run experiment=eagle_topk_toy_gpu platform=gpu_local_lent \
+  "hydra.searchpath=[file://$PWD/tests/gpu/conf]" results_dir="$results" -- "$results/datasets/gsm8k.json" \
+  "$results/patch_check/v0.5.20/eagle_topk/verdict.json"
+tests/gpu/pack_cpu_stages.sh "$results" .gpu
 du -sh .whl .gpu
-echo "carried: $(du -scm .whl .gpu | tail -1 | cut -f1) MiB of the device tool's 64 MiB"
+tracked=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+carried=$(du -scb .whl .gpu | tail -1 | cut -f1)
+echo "travels: tracked files $((tracked / 1048576)) MiB + carried $((carried / 1048576)) MiB = $(((tracked + carried) / 1048576)) MiB of the device tool's 64 MiB"

@@ -216,10 +216,20 @@ def render_markdown(verdict: Dict[str, Any]) -> str:
 
 
 def folder_digest(folder: Path) -> str:
-    """Every file under `folder` by path and content (caches aside)."""
+    """Every file under `folder` by path and content (caches aside), series.yaml as patch_check reads it: what
+    only gpu_check reads (a GPU check's args and timeout) is left out, so another GPU-check setting reuses the
+    CPU verdict."""
+    import yaml
+
     digest = hashlib.sha256()
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        content = path.read_bytes()
+        if path == Path(folder) / "series.yaml":
+            spec = yaml.safe_load(content) or {}
+            spec["checks"] = [{k: v for k, v in c.items() if c.get("where") != "gpu" or k not in ("args", "timeout_s")}
+                              for c in spec.get("checks") or []]
+            content = json.dumps(spec, sort_keys=True, default=str).encode()
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + content + b"\0")
     return digest.hexdigest()
 
 
@@ -273,13 +283,15 @@ def patch_check_stage(*, series: str, sglang: Dict[str, Any], source_manifest: P
     work_dir = verdict_json.parent / "probes"
     cache = Path(cache_dir) / "patch_check" / verdict_key(series_dir, sglang, source, applied,
                                                           ensure_env(cache_dir, requirements, log))
-    verdict = reuse_verdict(cache, work_dir, log)
-    if verdict is None:
-        verdict = patch_check(series=series, sglang=sglang, source_tree=source_tree, source_manifest=source,
-                              patched_tree=patched_tree, patch_manifest=applied, series_dir=series_dir,
-                              requirements=requirements, cache_dir=cache_dir, work_dir=work_dir, log=log)
-        verdict.update(ran_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), ran_for=str(verdict_json.parent))
-        with locked(cache.parent / f"{cache.name}.lock"):
+    # held while checking: a second campaign of the same key on this machine waits and reuses, not checks again
+    with locked(cache.parent / f"{cache.name}.lock"):
+        verdict = reuse_verdict(cache, work_dir, log)
+        if verdict is None:
+            verdict = patch_check(series=series, sglang=sglang, source_tree=source_tree, source_manifest=source,
+                                  patched_tree=patched_tree, patch_manifest=applied, series_dir=series_dir,
+                                  requirements=requirements, cache_dir=cache_dir, work_dir=work_dir, log=log)
+            verdict.update(ran_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           ran_for=str(verdict_json.parent))
             if work_dir.is_dir():
                 shutil.copytree(work_dir, cache / "probes", dirs_exist_ok=True)
             write_json(cache / "verdict.json", verdict)

@@ -39,6 +39,7 @@ from specrepro.errors import SpecreproError
 from specrepro.launch import LaunchContext, Launcher
 
 PROBE = Path(__file__).parent / "probe_image.py"
+ENV_PROBE = Path(__file__).parent / "probe_env.py"
 PROBE_DIR_INSIDE = "/opt/specrepro-preflight"
 
 
@@ -347,3 +348,60 @@ def run_preflight(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: 
     checks = node_checks(plan, launcher, ctx, log)
     checks += in_image_checks(plan, launcher, ctx, image)
     return judge_preflight(plan, checks, time.monotonic() - started, log, record, "before the server started")
+
+
+def environment_problems(accelerator: str, found: Dict[str, Any]) -> List[str]:
+    """What an existing environment lacks for sglang's server on this accelerator, from probe_env.py's record."""
+    problems = []
+    torch = found.get("torch") or {}
+    if "error" in torch:
+        problems.append(f"torch ({torch['error']})")
+    elif accelerator == "cuda" and not torch.get("cuda"):
+        problems.append(f"torch with CUDA (torch {torch.get('version')} is built for "
+                        f"{'ROCm ' + torch['hip'] if torch.get('hip') else 'CPU only'})")
+    elif accelerator == "rocm" and not torch.get("hip"):
+        problems.append(f"torch with ROCm (torch {torch.get('version')} is built for "
+                        f"{'CUDA ' + torch['cuda'] if torch.get('cuda') else 'CPU only'})")
+    if accelerator != "none" and "error" in (found.get("triton") or {}):
+        problems.append(f"triton ({found['triton']['error']})")
+    if found.get("missing"):
+        problems.append("modules sglang's server imports: " + ", ".join(
+            f"{m['module']} (imported by {m['asked_by']})" for m in found["missing"]))
+    if found.get("import_error"):
+        problems.append(f"an import of sglang's server failed: {found['import_error']}")
+    return problems
+
+
+def environment_check(plat: Dict[str, Any], python: str, pythonpath: str, log: IO) -> Dict[str, Any]:
+    """The platform's own Python (no container, an environment the pipeline did not build) holds what sglang's
+    server needs: torch built for the platform's accelerator, Triton, every module of `platform.environment_imports`
+    with the arm's tree first on PYTHONPATH, as the server gets it.  Raises PreflightError naming everything missing;
+    returns the probe's record."""
+    env = {**os.environ, **{k: str(v) for k, v in (plat.get("server_env") or {}).items()}}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, os.environ.get("PYTHONPATH", "")) if p)
+    request = json.dumps({"imports": list(plat["environment_imports"])})
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([python, str(ENV_PROBE), request], capture_output=True, text=True, env=env, timeout=600)
+    except FileNotFoundError:
+        raise PreflightError(f"platform.python={python}: no such interpreter on this host (point platform.python at "
+                             f"the Python that holds sglang's dependencies)") from None
+    except subprocess.TimeoutExpired:
+        raise PreflightError(f"platform.python={python}: importing sglang's server took over 600 s") from None
+    if proc.returncode != 0:
+        raise PreflightError(f"platform.python={python}: the environment probe failed ({proc.returncode}): "
+                             f"{proc.stderr.strip()[-1500:]}")
+    found = json.loads(proc.stdout)
+    found["seconds"] = round(time.monotonic() - started, 2)
+    problems = environment_problems(plat["accelerator"], found)
+    torch = found.get("torch") or {}
+    print(f"environment: {found['python']} (Python {found['python_version']}): torch {torch.get('version')} "
+          f"(CUDA {torch.get('cuda')}, HIP {torch.get('hip')}, GPUs seen {torch.get('gpu_count')}), triton "
+          f"{(found.get('triton') or {}).get('version')}; {len(plat['environment_imports'])} sglang imports "
+          f"{'ok' if not problems else 'FAILED'} in {found['seconds']} s", file=log, flush=True)
+    if problems:
+        raise PreflightError(f"platform {plat['name']}: the environment of platform.python={python} lacks what "
+                             f"sglang's server needs on {plat['accelerator']}:\n" + "\n".join(f"  - {p}" for p in problems)
+                             + "\nInstall them into that environment, or point platform.python at the interpreter "
+                               "that holds sglang's dependencies. No server was started.")
+    return found

@@ -9,8 +9,8 @@ pure-torch Python function in sgl_kernel itself (torch.max for k=1, else
 torch.topk), the same code as sglang's own non-CUDA fallback
 `sglang.srt.utils.common.fast_topk`, which it resolves to.
 
-With SPECREPRO_SERVER_STANDINS=1 (the toy campaign's real server on the H200,
-tests/gpu/run_toy_campaign_on_device.sh) the few further functions its path
+With SPECREPRO_SERVER_STANDINS=1 (the toy arms' real servers on the lent GPU, platform
+tests/gpu/conf/platform/gpu_local_lent.yaml) the few further functions their path
 calls resolve too, each to sglang's own code for the same step or to what it
 is on a machine without the feature, all safe inside CUDA-graph capture:
   sgl_kernel.build_tree_kernel_efficient  -> sglang's Triton tree builder
