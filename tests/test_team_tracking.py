@@ -21,8 +21,6 @@ import pytest
 from conftest import ROOT, mlflow_server, specrepro, standin_overrides, write_behaviour
 from specrepro.serve import free_port
 
-pytestmark = pytest.mark.e2e
-
 ADMIN = ("admin", "admin-pw-7d21c4e9")
 # the campaign's user: creates the experiment, logs every run
 ALICE = ("alice", "sentinel-alice-pw-9c3e51")
@@ -41,9 +39,13 @@ class TeamServer:
         # MLflow's own basic_auth.ini keys; default_permission READ is MLflow's default too
         ini.write_text("[mlflow]\ndefault_permission = READ\n"
                        f"database_uri = sqlite:///{root}/basic_auth.db\nadmin_username = {ADMIN[0]}\n"
-                       "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+                       "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+                       # each password check is a slow hash (about 1-2 s on a busy 2-core host): once a minute per user
+                       "auth_cache_ttl_seconds = 60\n")
         self.env = {"MLFLOW_AUTH_CONFIG_PATH": str(ini), "MLFLOW_AUTH_ADMIN_PASSWORD": ADMIN[1],
-                    "MLFLOW_FLASK_SERVER_SECRET_KEY": "specrepro-tests-csrf-key"}
+                    "MLFLOW_FLASK_SERVER_SECRET_KEY": "specrepro-tests-csrf-key",
+                    # its GenAI job runner (five huey consumers) is not what a tracking server needs here
+                    "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         self.artifacts = root / "artifacts"
         self._running = None
 
@@ -136,13 +138,14 @@ def logged_campaign(team_server, standin_campaign, tmp_path_factory):
             "campaign_id": (results / "tracking" / "campaign_id").read_text().strip()}
 
 
+@pytest.mark.e2e
 def test_a_campaign_logs_every_run_and_artifact_with_a_user_account(team_server, logged_campaign):
     from mlflow.tracking import MlflowClient
 
     results, cid = logged_campaign["results"], logged_campaign["campaign_id"]
     runs = server_runs(team_server.url, cid)
     assert len(runs) == expected_runs(results)
-    assert {r.info.user_id for r in runs} == {ALICE[0]}  # the server knows who logged them
+    assert {r.info.user_id for r in runs} == {ALICE[0]}  # the runs say who logged them (MLflow's User column)
     assert {r.info.status for r in runs} <= {"FINISHED", "FAILED"}
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     # through the artifact proxy: the server holds the files, the client saw mlflow-artifacts: URIs only
@@ -159,16 +162,17 @@ def test_a_campaign_logs_every_run_and_artifact_with_a_user_account(team_server,
     assert "server/launches.jsonl" in server_files
     stored = list(team_server.artifacts.rglob("report.html"))
     assert len(stored) == 1 and stored[0].read_bytes() == (results / "report" / "report.html").read_bytes()
-    # the dashboard link the run printed and recorded points at the team server
-    link = json.loads((results / "tracking" / "campaign.json").read_text())["dashboard"]
+    # the dashboard link printed (and kept on the campaign's run) points at the team server
+    link = parent.data.tags["specrepro.dashboard"]
     assert link.startswith(f"{team_server.url}/#/experiments/{parent.info.experiment_id}/runs?")
-    assert f"MLflow dashboard, one row per arm: {link}" in logged_campaign["proc"].stderr
+    assert f"MLflow dashboard, one row per arm: {link}\n" in logged_campaign["proc"].stderr
     # logged again: nothing new
     again = log_to(team_server, results)
     assert ": 0 new" in again.stdout
     assert len(server_runs(team_server.url, cid)) == len(runs)
 
 
+@pytest.mark.e2e
 def test_runs_carry_the_tags_a_team_filters_by(team_server, logged_campaign):
     import yaml
 
@@ -195,6 +199,7 @@ def test_runs_carry_the_tags_a_team_filters_by(team_server, logged_campaign):
     assert unpatched and {r.data.tags["series"] for r in unpatched} == {"none"}
 
 
+@pytest.mark.e2e
 def test_the_password_is_nowhere_under_results_nor_in_the_servers_params_and_tags(team_server, logged_campaign):
     results = logged_campaign["results"]
     leaks = [str(p) for p in results.rglob("*") if p.is_file() and ALICE[1].encode() in p.read_bytes()]
@@ -225,6 +230,7 @@ def plan_and_run(results: Path, uri: str, user, commands=("plan", "run")) -> lis
     return out
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", ["wrong password", "unreachable", "no permission"])
 def test_plan_and_run_fail_in_seconds_before_any_launch(team_server, tmp_path, case):
     dead = f"http://127.0.0.1:{free_port('127.0.0.1')}"
@@ -250,6 +256,7 @@ def test_plan_and_run_fail_in_seconds_before_any_launch(team_server, tmp_path, c
     assert not (results / "logs").exists() and not (results / "arms").exists()
 
 
+@pytest.mark.e2e
 def test_the_dags_first_job_checks_the_server_before_any_source_or_image(team_server, tmp_path):
     """Snakemake alone (no `specrepro run`): the tracking check is the job every source and image job waits for."""
     results = tmp_path / "results"
@@ -266,6 +273,7 @@ def test_the_dags_first_job_checks_the_server_before_any_source_or_image(team_se
     assert not (results / "source").exists() and not (results / "arms").exists()
 
 
+@pytest.mark.e2e
 def test_an_outage_mid_logging_loses_nothing_and_the_rerun_logs_exactly_the_missing_runs(
         team_server, standin_campaign, tmp_path):
     results = campaign_copy(standin_campaign, tmp_path / "results")
@@ -297,6 +305,7 @@ def test_an_outage_mid_logging_loses_nothing_and_the_rerun_logs_exactly_the_miss
     assert {r.info.status for r in runs} <= {"FINISHED", "FAILED"}  # none left RUNNING by the outage
 
 
+@pytest.mark.e2e
 def test_two_campaigns_logging_at_once_get_two_complete_run_sets(team_server, standin_campaign, tmp_path):
     folders = [campaign_copy(standin_campaign, tmp_path / name) for name in ("first", "second")]
     procs = [subprocess.Popen([sys.executable, "-m", "specrepro.cli", "log", str(f), "--tracking-uri", team_server.url],
@@ -311,3 +320,58 @@ def test_two_campaigns_logging_at_once_get_two_complete_run_sets(team_server, st
         assert len(runs) == expected_runs(folder) == len({r.data.tags["specrepro.key"] for r in runs})
         parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
         assert len(parents) == 1
+    # the README's search: one arm across the two campaigns, one row each
+    import mlflow
+    import yaml
+
+    platform = yaml.safe_load((folders[0] / "resolved_config.yaml").read_text())["platform"]["name"]
+    with as_user(ALICE):
+        mlflow.set_tracking_uri(team_server.url)
+        try:
+            rows = mlflow.search_runs(experiment_names=[EXPERIMENT], order_by=["attributes.start_time DESC"],
+                                      filter_string=f"attributes.run_name = 'pr_rs_on' AND tags.platform = '{platform}'")
+        finally:
+            mlflow.set_tracking_uri(None)  # back to MLflow's default resolution for the rest of the session
+    rows = rows[rows["tags.campaign_id"].isin(ids)]  # the session's other campaigns are on the server too
+    assert sorted(rows["tags.campaign_id"]) == sorted(ids)
+    arm = folders[0] / "arms" / "pr_rs_on"
+    measured = [json.loads((arm / stem / "run.json").read_text())["metrics"]["accept_length"]
+                for stem in json.loads((arm / "arm.json").read_text())["runs"] if stem.startswith("gsm8k/")]
+    assert list(rows["metrics.gsm8k.accept_length"]) == pytest.approx([sum(measured) / len(measured)] * 2)
+
+
+# --- fast: no server -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("uri", ["http://alice:hunter2-pw@mlflow.example:5000", "https://alice@mlflow.example"])
+def test_a_tracking_uri_that_carries_credentials_is_refused(uri):
+    from specrepro.tracking import tracking_uri
+    from specrepro.tracking_server import TrackingServerError
+
+    with pytest.raises(TrackingServerError) as err:
+        tracking_uri({"tracking": {"uri": uri}, "results_dir": "/nonexistent"})
+    assert "tracking.uri" in str(err.value) and "MLFLOW_TRACKING_PASSWORD" in str(err.value)
+    assert "hunter2-pw" not in str(err.value)
+
+
+def test_tracking_uri_unset_keeps_the_local_store_and_checks_no_server(tmp_path, monkeypatch):
+    from specrepro.tracking import tracking_uri
+    from specrepro.tracking_server import check_campaign_server
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = {"tracking": {"uri": None, "experiment_name": "x"}, "results_dir": str(tmp_path)}
+    assert tracking_uri(cfg) == f"sqlite:///{tmp_path}/mlflow.db"
+    assert check_campaign_server(cfg) is None
+
+
+def test_a_campaign_id_is_written_once_and_a_folder_logged_before_ids_keeps_its_keys(tmp_path):
+    from specrepro.tracking import campaign_id
+
+    fresh = tmp_path / "fresh"
+    first = campaign_id(fresh)
+    assert len(first) == 16 and campaign_id(fresh) == first
+    assert campaign_id(tmp_path / "other") != first
+    legacy = tmp_path / "legacy"
+    (legacy / "tracking").mkdir(parents=True)
+    (legacy / "tracking" / "campaign.json").write_text("{}")  # what a tracking job wrote before campaign ids
+    assert campaign_id(legacy) == "" and not (legacy / "tracking" / "campaign_id").exists()
+

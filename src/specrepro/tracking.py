@@ -80,13 +80,22 @@ def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Opti
     found = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'", max_results=2)
     if found:
         return found[0].info.run_id
-    tags = {KEY_TAG: key}
+    tags = {KEY_TAG: key, "mlflow.user": logging_user()}
     if parent_id:
         tags["mlflow.parentRunId"] = parent_id
     run_id = client.create_run(exp_id, tags=tags, run_name=name, start_time=start_time_ms).info.run_id
     if created is not None:
         created.append(key)
     return run_id
+
+
+def logging_user() -> str:
+    """Who logs: the tracking server's account (MLflow's own credentials) where there is one, else the login name."""
+    import getpass
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    return read_mlflow_creds().username or getpass.getuser()
 
 
 def campaign_id(results: Path) -> str:
@@ -134,13 +143,14 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
     from mlflow.entities import Metric, Param, RunTag
 
     secrets = tracking_secrets()
-    existing = client.get_run(run_id).data.params
+    existing_run = client.get_run(run_id).data
+    existing = existing_run.params
     flat: Dict[str, str] = {}
     _flatten("", params, flat)
     new_params = [Param(k[:250], redact(v, secrets)) for k, v in flat.items() if existing.get(k[:250]) != redact(v, secrets)]
     # Metrics carry the measurement's time (its window's end), so logging the same record again
     # writes the same (key, value, timestamp, step): the history does not grow.
-    existing_metrics = client.get_run(run_id).data.metrics
+    existing_metrics = existing_run.metrics
     stamp = timestamp_ms if timestamp_ms is not None else 0
     metric_objs = [Metric(k, float(v), stamp, 0) for k, v in metrics.items()
                    if v is not None and existing_metrics.get(k) != float(v)]
