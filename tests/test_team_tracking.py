@@ -367,6 +367,8 @@ def test_a_campaign_id_is_written_once_and_a_folder_logged_before_ids_keeps_its_
     from specrepro.tracking import campaign_id
 
     fresh = tmp_path / "fresh"
+    (fresh / "tracking").mkdir(parents=True)
+    (fresh / "tracking" / "server_check.json").write_text("{}")  # the tracking server's check, before any logging
     first = campaign_id(fresh)
     assert len(first) == 16 and campaign_id(fresh) == first
     assert campaign_id(tmp_path / "other") != first

@@ -106,7 +106,7 @@ def campaign_id(results: Path) -> str:
     path = results / "tracking" / "campaign_id"
     if path.is_file():
         return path.read_text().strip()
-    if any((results / "tracking").glob("*.json")):
+    if any((results / "tracking" / f"{job}.json").is_file() for job in ("campaign", "cpu_stages")):
         return ""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
