@@ -262,15 +262,24 @@ def test_the_dags_first_job_checks_the_server_before_any_source_or_image(team_se
     results = tmp_path / "results"
     overrides, env = small_campaign(results)
     overrides.append(f"tracking.uri={team_server.url}")
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                           str(ROOT), "--cores", "1", "--config", "overrides=" + json.dumps(overrides)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **user_env((ALICE[0], "not-her-password"), **env)})
+    def snakemake(user, *targets):
+        return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                               str(ROOT), "--cores", "1", *targets, "--config", "overrides=" + json.dumps(overrides)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **user_env(user, **env)})
+
+    proc = snakemake((ALICE[0], "not-her-password"))
     assert proc.returncode != 0
     log = (results / "logs" / "track" / "server_check.log").read_text()
     assert f"MLflow tracking server {team_server.url}: step `credentials` failed" in log
     assert "not-her-password" not in log
     assert not (results / "source").exists() and not (results / "arms").exists()
+    # with her password the job passes and records what it checked, no credentials in it
+    record = results / "tracking" / "server_check.json"
+    assert snakemake(ALICE, str(record)).returncode == 0
+    checked = json.loads(record.read_text())
+    assert checked["user"] == ALICE[0] and [s["step"] for s in checked["steps"]] == ["reach", "credentials", "permission"]
+    assert ALICE[1] not in record.read_text()
 
 
 @pytest.mark.e2e
