@@ -122,7 +122,8 @@ def server_runs(url: str, campaign_id=None) -> list:
         if exp is None:
             return []
         runs = client.search_runs([exp.experiment_id], max_results=5000)
-    return [r for r in runs if campaign_id is None or r.data.tags.get("campaign_id") == campaign_id]
+    # by key: a run the outage cut off after its creation has its key, not yet its other tags
+    return [r for r in runs if campaign_id is None or campaign_id in r.data.tags.get("specrepro.key", "")]
 
 
 def log_to(server, results: Path, user=ALICE, check=True, **env):
