@@ -7,6 +7,7 @@ min_version("9.0")
 
 
 from specrepro.arm_plan import thawed
+from specrepro.tracking_server import remote_uri
 from specrepro.plan_text import planned_server_command
 from specrepro.workflow_support import (
     Rounds,
@@ -23,6 +24,11 @@ L = CAMPAIGN.layout
 VERDICTS = targets(CAMPAIGN, "patch_check", L.patch_check())
 # a sequential design's rounds, each decided by a checkpoint after the round before
 ROUNDS = Rounds(CAMPAIGN, checkpoints) if CAMPAIGN.policy else None
+# A team's tracking server is checked by the DAG's first job, before any source, image or server job (its record is
+# ancient: written once, it never re-runs what follows); `specrepro run` checks it again each time, in-process.
+TRACKING_CHECK = (
+    [ancient(L.tracking("server_check"))] if remote_uri(CAMPAIGN.cfg) else []
+)
 
 
 wildcard_constraints:
@@ -49,6 +55,7 @@ localrules:
     cpu_report,
     track_cpu_stages,
     track_campaign,
+    tracking_check,
     resolved_config,
     datasets,
 

@@ -165,15 +165,18 @@ def claims_needing_more_than(arms, benchmarks) -> list:
 
 
 @contextmanager
-def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
-    """A real MLflow tracking server / UI on a free loopback port; yields its URL."""
+def mlflow_server(backend_store: str, *extra: str, command: str = "server", env=None, port=None, log=None):
+    """A real MLflow tracking server / UI on a free loopback port (or `port`: a restart on the same address); yields
+    its URL.  `env`: added to its environment (an auth app's settings); `log`: a file for its output."""
     from specrepro.serve import free_port
     from specrepro.tracking import ui_answers
 
-    port = free_port("127.0.0.1")
+    port = port or free_port("127.0.0.1")
+    out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), command, "--host", "127.0.0.1", "--port", str(port),
                              "--backend-store-uri", backend_store, "--workers", "1", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=out, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
         if not ui_answers(url, proc, 120):
@@ -182,6 +185,8 @@ def mlflow_server(backend_store: str, *extra: str, command: str = "server"):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+        if log:
+            out.close()
 
 
 # What the container runtime itself said about the images and containers of the

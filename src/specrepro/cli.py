@@ -31,6 +31,22 @@ def compose_campaign(overrides: Sequence[str]):
     return check_campaign_claims(compose(overrides))
 
 
+def check_tracking_server(cfg, command: str, record: Optional[Path] = None) -> bool:
+    """The campaign's tracking server (when it logs to one) before anything else runs; False: it said why.
+    `record`: where what was checked is written (the DAG's first job then finds it done)."""
+    from specrepro.fileio import write_json
+    from specrepro.tracking_server import TrackingServerError, check_campaign_server
+
+    try:
+        checked = check_campaign_server(cfg, out=sys.stderr)
+    except TrackingServerError as exc:
+        print(f"specrepro {command}: {exc}", file=sys.stderr)
+        return False
+    if checked is not None and record is not None:
+        write_json(record, checked)
+    return True
+
+
 def cmd_config(args) -> int:
     cfg = compose_campaign(args.overrides)
     sys.stdout.write(dump_resolved(cfg))
@@ -45,6 +61,8 @@ def cmd_plan(args) -> int:
     from specrepro.workflow_support import job_counts, job_table
 
     campaign = Campaign(compose_campaign(args.overrides))
+    if not check_tracking_server(campaign.cfg, "plan"):
+        return 2
     print(plan_text.describe_plan(campaign))
     print()
     print("\n".join(describe_decidability(campaign)))
@@ -132,6 +150,9 @@ def cmd_run(args) -> int:
     from specrepro.layout import Layout
 
     cfg = compose_campaign(args.overrides)
+    # the team's tracking server first, in seconds: a wrong password found after the GPU hours loses their logging
+    if not check_tracking_server(cfg, "run", Path(Layout(Path(cfg["results_dir"])).tracking("server_check"))):
+        return 2
     resolved = _write_resolved(cfg)
     extra = list(args.snakemake_args)
     if args.cpu_only:
@@ -306,13 +327,23 @@ def cmd_log(args) -> int:
     if not cfg_path.is_file():
         print(f"specrepro log: {cfg_path} not found: is {results} a campaign's results folder?", file=sys.stderr)
         return 2
+    from specrepro.tracking_server import TrackingServerError
+
     cfg = load_resolved(cfg_path)
+    # this folder's files, wherever the campaign ran (a CI artifact downloaded, a copy)
+    cfg["results_dir"] = str(results.resolve())
     if args.tracking_uri:
         cfg["tracking"]["uri"] = args.tracking_uri
-    logged = log_campaign(cfg, sorted(results.glob("patch_check/*/*/verdict.json")), with_results=True,
-                          gpu_checks=sorted(results.glob("gpu_check/*/verdict.json")))
-    print(f"logged {len(logged['children'])} runs of {results} to {logged['tracking_uri']} "
-          f"(parent run {logged['parent_run']})")
+    if not check_tracking_server(cfg, "log"):
+        return 2
+    try:
+        logged = log_campaign(cfg, sorted(results.glob("patch_check/*/*/verdict.json")), with_results=True,
+                              gpu_checks=sorted(results.glob("gpu_check/*/verdict.json")))
+    except TrackingServerError as exc:
+        print(f"specrepro log: {exc}", file=sys.stderr)
+        return 2
+    print(f"logged {len(logged['children']) + 1} runs of {results} to {logged['tracking_uri']}: "
+          f"{logged['created']} new, the rest already there (parent run {logged['parent_run']})")
     return 0
 
 

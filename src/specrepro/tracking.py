@@ -3,7 +3,13 @@
 Every run carries a stable key tag (`specrepro.key`); logging the same thing
 again finds its run by that key and updates it, so reruns and the later
 `specrepro log` never duplicate.  The default store is an SQLite file under
-the campaign's results folder.
+the campaign's results folder; a team's server (tracking.uri=http://...) is
+checked before any GPU time (specrepro.tracking_server).
+
+A campaign is one results folder: its id (tracking/campaign_id, written the
+first time it is logged) is part of every key, so two campaigns of one
+configuration on one server keep distinct run sets, and a copied folder
+(CI artifacts) logs into its own runs again.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Dict, Optional
 from specrepro.arm_plan import thawed
 from specrepro.redaction import redact, secret_values
 from specrepro.rounds import round_of
+from specrepro.tracking_server import TrackingServerError, configured_uri, refuse_credentials_in_uri
 
 KEY_TAG = "specrepro.key"
 # The claims an arm takes part in, counted by verdict, next to its headline metrics.
@@ -42,8 +49,9 @@ def headline_metrics(bench: Dict[str, Any]) -> tuple:
 
 
 def tracking_uri(cfg: Dict[str, Any]) -> str:
-    uri = cfg["tracking"].get("uri") or os.environ.get("MLFLOW_TRACKING_URI")
+    uri = configured_uri(cfg)
     if uri:
+        refuse_credentials_in_uri(uri)
         return uri
     return f"sqlite:///{Path(cfg['results_dir']).resolve()}/mlflow.db"
 
@@ -66,15 +74,57 @@ def experiment_id(client, name: str, artifact_root: Optional[Path]) -> str:
 
 
 def find_or_create_run(client, exp_id: str, key: str, name: str, parent_id: Optional[str] = None,
-                       start_time_ms: Optional[int] = None) -> str:
-    """The run of `key`; created (timed by its measurement window where known) when missing."""
+                       start_time_ms: Optional[int] = None, created: Optional[list] = None) -> str:
+    """The run of `key`; created (timed by its measurement window where known) when missing, and its key appended to
+    `created`."""
     found = client.search_runs([exp_id], filter_string=f"tags.`{KEY_TAG}` = '{key}'", max_results=2)
     if found:
         return found[0].info.run_id
-    tags = {KEY_TAG: key}
+    tags = {KEY_TAG: key, "mlflow.user": logging_user()}
     if parent_id:
         tags["mlflow.parentRunId"] = parent_id
-    return client.create_run(exp_id, tags=tags, run_name=name, start_time=start_time_ms).info.run_id
+    run_id = client.create_run(exp_id, tags=tags, run_name=name, start_time=start_time_ms).info.run_id
+    if created is not None:
+        created.append(key)
+    return run_id
+
+
+def logging_user() -> str:
+    """Who logs: the tracking server's account (MLflow's own credentials) where there is one, else the login name."""
+    import getpass
+
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    return read_mlflow_creds().username or getpass.getuser()
+
+
+def campaign_id(results: Path) -> str:
+    """The results folder's campaign id, written the first time it is logged; "" for a folder logged before ids
+    existed (its runs keep the keys they were logged under)."""
+    import uuid
+
+    path = results / "tracking" / "campaign_id"
+    if path.is_file():
+        return path.read_text().strip()
+    if any((results / "tracking" / f"{job}.json").is_file() for job in ("campaign", "cpu_stages")):
+        return ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # the first of two tracking jobs starting together writes it; the other reads it
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(uuid.uuid4().hex[:16] + "\n")
+    return path.read_text().strip()
+
+
+def tracking_secrets() -> list:
+    """Secret-looking environment values and the password MLflow reads from its credentials file."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    password = read_mlflow_creds().password
+    return secret_values() + ([password] if password and len(password) >= 4 else [])
 
 
 def _flatten(prefix: str, value: Any, out: Dict[str, str]) -> None:
@@ -92,14 +142,15 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
     """Params, metrics and tags in batches; params that already hold the same value are skipped."""
     from mlflow.entities import Metric, Param, RunTag
 
-    secrets = secret_values()
-    existing = client.get_run(run_id).data.params
+    secrets = tracking_secrets()
+    existing_run = client.get_run(run_id).data
+    existing = existing_run.params
     flat: Dict[str, str] = {}
     _flatten("", params, flat)
     new_params = [Param(k[:250], redact(v, secrets)) for k, v in flat.items() if existing.get(k[:250]) != redact(v, secrets)]
     # Metrics carry the measurement's time (its window's end), so logging the same record again
     # writes the same (key, value, timestamp, step): the history does not grow.
-    existing_metrics = client.get_run(run_id).data.metrics
+    existing_metrics = existing_run.metrics
     stamp = timestamp_ms if timestamp_ms is not None else 0
     metric_objs = [Metric(k, float(v), stamp, 0) for k, v in metrics.items()
                    if v is not None and existing_metrics.get(k) != float(v)]
@@ -108,17 +159,30 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
         client.log_batch(run_id, metrics=metric_objs[i : i + 100], params=new_params[i : i + 100], tags=tag_objs[i : i + 100])
 
 
+def specrepro_commit() -> Optional[str]:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                              cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
 def host_tags() -> Dict[str, str]:
     tags = {"host": socket.gethostname(), "python": platform.python_version(), "os": platform.platform()}
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                cwd=Path(__file__).parent).stdout.strip()
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
-            tags["mlflow.source.name"] = "specrepro"
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    commit = specrepro_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+        tags["mlflow.source.name"] = "specrepro"
     return tags
+
+
+def sglang_source_sha(layout, ref: str) -> str:
+    """What identifies the sglang tree an arm ran: its release archive's sha256, else its git commit."""
+    path = Path(layout.source_manifest(ref))
+    if not path.is_file():
+        return "none"
+    manifest = json.loads(path.read_text())
+    return manifest.get("archive_sha256") or manifest.get("commit") or "none"
 
 
 def claim_counts(analysis: Dict[str, Any]) -> Dict[str, Dict[str, float]]:
@@ -150,18 +214,24 @@ class CampaignTracker:
         self.exp_id = experiment_id(self.client, cfg["tracking"]["experiment_name"],
                                     results / "mlartifacts" if local else None)
         self.config_hash = config_hash(cfg)
-        self.campaign_key = f"campaign:{cfg['experiment']['name']}:{self.config_hash}"
+        self.campaign_id = campaign_id(results)
+        self.campaign_key = f"campaign:{cfg['experiment']['name']}:{self.config_hash}" + (
+            f":{self.campaign_id}" if self.campaign_id else "")
+        # What a team filters by, on every run of the campaign (the arms add series, patch and sglang tree hashes).
+        self.team_tags = {"config_hash": self.config_hash, "experiment": cfg["experiment"]["name"],
+                          "model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
+                          "sglang_version": cfg["sglang"]["version"], "campaign_id": self.campaign_id or "none",
+                          "specrepro_commit": specrepro_commit() or "unknown"}
+        self.created: list = []
         # Two configurations of one campaign are told apart at a glance in the runs list.
         self.parent = find_or_create_run(self.client, self.exp_id, self.campaign_key,
                                          f"{cfg['experiment']['name']} | {cfg['model']['name']} | "
-                                         f"{cfg['platform']['name']} | {self.config_hash[:8]}")
-        _log(
-            self.client,
+                                         f"{cfg['platform']['name']} | {self.config_hash[:8]}", created=self.created)
+        self.log(
             self.parent,
             {"sglang": cfg["sglang"], "model": cfg["model"]["name"], "platform": cfg["platform"]["name"],
              "repeats": cfg["experiment"]["repeats"]},
-            {},
-            {"config_hash": self.config_hash, "campaign": cfg["experiment"]["name"], **host_tags()},
+            tags={"campaign": cfg["experiment"]["name"], **host_tags()},
         )
         resolved = results / "resolved_config.yaml"
         if resolved.is_file():
@@ -169,11 +239,10 @@ class CampaignTracker:
 
     def child(self, key: str, name: str, start_time_ms: Optional[int] = None) -> str:
         return find_or_create_run(self.client, self.exp_id, f"{self.campaign_key}:{key}", name, self.parent,
-                                  start_time_ms)
+                                  start_time_ms, self.created)
 
     def log(self, run_id: str, params=None, metrics=None, tags=None, timestamp_ms: Optional[int] = None) -> None:
-        _log(self.client, run_id, params or {}, metrics or {}, {"config_hash": self.config_hash, **(tags or {})},
-             timestamp_ms)
+        _log(self.client, run_id, params or {}, metrics or {}, {**self.team_tags, **(tags or {})}, timestamp_ms)
 
     def artifact(self, run_id: str, path: Path, artifact_path: Optional[str] = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
@@ -218,6 +287,7 @@ class CampaignTracker:
             metrics=metrics,
             tags={"stage": "patch_check", "executed_on": "cpu", "series_title": verdict.get("title", ""),
                   "behavioural_checks": ",".join(verdict.get("behavioural_checks") or []) or "none",
+                  "series": series, "patch_sha256": ",".join(p["sha256"] for p in verdict["patches"]) or "none",
                   "summary": "; ".join(r.get("summary") or "" for r in verdict.get("results") or [])[:5000]},
         )
         return self._close_check(run, verdict_path, verdict, "patch_check")
@@ -260,7 +330,9 @@ class CampaignTracker:
         facts = (arm_record.get("gpu_facts") or {}).get("before") or {}
         fp = arm_record.get("fingerprint") or {}
         granted = sorted({g for e in arm_record.get("launches", []) for g in e.get("gpus") or []})
-        tags = {"platform": plat["name"], "accelerator": plat["accelerator"],
+        tags = {"platform": plat["name"], "accelerator": plat["accelerator"], "series": plan.series or "none",
+                "patch_sha256": ",".join(image.get("patch_sha256") or []) or "none",
+                "sglang_ref": plan.ref, "sglang_sha256": sglang_source_sha(plan.layout, plan.ref),
                 "gpu_model": fp.get("gpu_model") or "none", "gpus_granted": ",".join(map(str, granted)) or "none",
                 "gpu_count": str(len(granted)), "gpu_facts_source": facts.get("source", "none"),
                 **{f"fingerprint.{k}": str(v) for k, v in fp.items() if v is not None}}
@@ -271,8 +343,9 @@ class CampaignTracker:
                  tags={**tags, "arm": arm, "image": image.get("image") or image.get("pythonpath", ""),
                        "image_digest": image.get("image_id", ""), "placement": arm_record.get("placement", ""),
                        "launch_ids": ",".join(sorted({e["launch_id"] for e in arm_record.get("launches", [])}))})
-        if (plan.arm_dir / "server.log").is_file():
-            self.artifact(arm_run, plan.arm_dir / "server.log", "server")
+        for name in ("server.log", "launches.jsonl"):
+            if (plan.arm_dir / name).is_file():
+                self.artifact(arm_run, plan.arm_dir / name, "server")
         return arm_run, tags
 
     def log_run(self, plan, run, record: Dict[str, Any], arm_run: str, tags: Dict[str, str]) -> tuple:
@@ -364,6 +437,27 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
 
     The one logging path of the Snakemake rules and `specrepro log`; idempotent.
     """
+    uri = tracking_uri(cfg)
+    try:
+        return _log_campaign(cfg, verdicts, with_results, record, log, gpu_checks)
+    except TrackingServerError:
+        raise
+    except Exception as exc:
+        from mlflow.exceptions import MlflowException
+        from requests import RequestException
+
+        if not isinstance(exc, (MlflowException, RequestException, OSError)):
+            raise
+        results = Path(cfg["results_dir"])
+        raise TrackingServerError(
+            f"MLflow at {uri} failed while this campaign was logged ({type(exc).__name__}: "
+            f"{redact(' '.join(str(exc).split()), tracking_secrets())[:600]}); nothing measured is lost: every result "
+            f"is in {results}; once the server answers, `specrepro log {results}` (or the same run again) logs what "
+            "is missing, without duplicates") from exc
+
+
+def _log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Optional[Path], log,
+                  gpu_checks) -> Dict[str, Any]:
     from specrepro.fileio import write_json
 
     tracker = CampaignTracker(cfg)
@@ -382,6 +476,7 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
                 f" (after `mlflow ui --backend-store-uri {tracker.uri}`)"
             print(f"MLflow dashboard, one row per arm: {dashboard}{serve}", file=log or sys.stderr)
     tracker.finish(tracker.parent)  # no run is left RUNNING, the CPU-stages-only logging included
+    logged["created"] = len(tracker.created)
     if log is not None:
         print(json.dumps(logged, indent=1), file=log)
     if record is not None:

@@ -1,5 +1,7 @@
 # The base image resolved once per campaign: every arm runs that digest.
 rule base_image:
+    input:
+        tracking=TRACKING_CHECK,
     output:
         L.base_image(),
     log:

@@ -1,4 +1,6 @@
 rule source:
+    input:
+        tracking=TRACKING_CHECK,
     output:
         manifest=L.source_manifest(),
         tree=directory(L.source_tree()),

@@ -1,3 +1,16 @@
+# The team's tracking server (tracking.uri=http...): reachable, credentials accepted, runs may be created -- before
+# any source, image or server job (they take its record as input).
+rule tracking_check:
+    output:
+        L.tracking("server_check"),
+    log:
+        L.log("track", "server_check"),
+    conda:
+        "../envs/specrepro.yaml"
+    script:
+        "../scripts/tracking_check.py"
+
+
 rule track_cpu_stages:
     input:
         verdicts=VERDICTS,
