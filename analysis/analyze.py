@@ -8,6 +8,7 @@ plain dicts, so the report, `specrepro analyze --json` and tests share them.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
@@ -60,7 +61,7 @@ def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[
     settings = {**DEFAULT_SETTINGS, **(settings or {})}
     floors: Dict[tuple, Dict[str, Any]] = {}
     for (bench, metric), g in runs.groupby(["benchmark", "metric"], sort=False):
-        groups = [x["value"].tolist() for _, x in g.groupby(["arm", "launch"])]
+        groups = values_by(g, ("arm", "launch"))
         cv = stats.pooled_cv(groups)
         source, df = "repeats", float(sum(len(x) - 1 for x in groups if len(x) > 1))
         if cv is None and reference_repeats and metric in (reference_repeats.get(bench) or {}):
@@ -76,14 +77,36 @@ def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[
 BINOMIAL_METRICS = ("accuracy", "invalid_rate")
 
 
+# (arm, benchmark, metric) -> its rows, one index per runs table while it lives: each claim's lookup scanning the
+# whole table made many claims quadratic (the calibration's thousands of simulated claims, a long sweep).
+_ROW_INDEX: Dict[int, Dict[tuple, pd.DataFrame]] = {}
+
+
+def arm_rows(runs: pd.DataFrame, arm: str, bench: str, metric: str) -> pd.DataFrame:
+    key = id(runs)
+    if key not in _ROW_INDEX:
+        _ROW_INDEX[key] = {k: g for k, g in runs.groupby(["arm", "benchmark", "metric"], sort=False)}
+        weakref.finalize(runs, _ROW_INDEX.pop, key, None)
+    return _ROW_INDEX[key].get((arm, bench, metric), runs.iloc[0:0])
+
+
+def values_by(g: pd.DataFrame, columns: Tuple[str, ...]) -> List[List[float]]:
+    """The values of `g` split by `columns`, in sorted key order (what `g.groupby(columns)` gives, without its
+    per-call cost on thousands of small groups)."""
+    split: Dict[tuple, List[float]] = {}
+    for key, value in zip(zip(*(g[c].tolist() for c in columns)), g["value"].tolist()):
+        split.setdefault(key, []).append(value)
+    return [split[k] for k in sorted(split)]
+
+
 def arm_noise_of(runs: pd.DataFrame, arm: str, bench: str, metric: str, floors: Dict,
                  settings: Dict[str, Any]) -> Optional[noise.ArmNoise]:
     """An arm's mean and its variance from its own values: launches when it has 2+, else repeats plus the prior."""
-    g = runs[(runs["arm"] == arm) & (runs["benchmark"] == bench) & (runs["metric"] == metric)]
+    g = arm_rows(runs, arm, bench, metric)
     if g.empty:
         return None
     floor = floors.get((bench, metric), {})
-    return noise.arm_noise([x["value"].tolist() for _, x in g.groupby("launch")],
+    return noise.arm_noise(values_by(g, ("launch",)),
                            settings["launch_noise_prior"].get(metric), floor.get("noise_floor"),
                            floor.get("df") or math.inf, f"within-launch noise from {floor.get('source')}")
 
@@ -206,10 +229,10 @@ def judge_claim(claim: Dict[str, Any], runs: pd.DataFrame, floors: Dict, setting
     """One claim's interval, its p-value (the chance of data this far towards the claim if it were false) and
     the verdicts the data alone allow; `decide` applies the family's multiplicity policy to the p-values."""
     bench, metric, expect = claim["benchmark"], claim["metric"], claim["expect"]
-    g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
     result = {"id": claim["id"], "text": claim.get("text", ""), "benchmark": bench, "metric": metric, "expect": expect,
               "arm": claim.get("arm"), "against": claim.get("against"), "arms": claim.get("arms")}
     if expect == "zero":
+        g = runs[(runs["benchmark"] == bench) & (runs["metric"] == metric)]
         arms = claim.get("arms") or sorted(g["arm"].unique())
         values = {a: g[g["arm"] == a]["value"].tolist() for a in arms}
         missing = [a for a, v in values.items() if not v]
