@@ -224,13 +224,15 @@ def pytest_terminal_summary(terminalreporter):
 # measured costs), which two workers turn into two lanes of about equal length.  The group is read from the node ID
 # alone: the controller schedules by node IDs (and xdist's own `loadgroup` marks do not reach pytest 9's node IDs).
 RUNTIMES = ("podman", "docker")
+# Modules that read one session campaign share its group: a session fixture is made once per worker that asks.
+SHARED_CAMPAIGN = {"test_mlflow_ui": "test_e2e_standin", "test_team_tracking": "test_e2e_standin"}
 
 
 def group_of(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
     params = nodeid.rsplit("[", 1)[1].rstrip("]").split("-") if nodeid.endswith("]") else []
     runtime = next((p for p in params if p in RUNTIMES), None)
-    return f"{module}[{runtime}]" if runtime else module
+    return f"{module}[{runtime}]" if runtime else SHARED_CAMPAIGN.get(module, module)
 
 
 @pytest.hookimpl(tryfirst=True)
