@@ -151,15 +151,17 @@ def test_greedy_output_floor():
     rng = np.random.default_rng(11)
 
     def outputs(flip_arm, campaigns=200, questions=200):
+        # rows arm by arm, repeat by repeat, question by question; one uniform draw a row, in that order
+        request = np.tile(np.arange(questions), 3)
+        repeat = np.repeat([1, 2, 3], questions)
+        answer = np.array([f"answer {q}" for q in range(questions)], dtype=object)[request]
         flagged = 0
         for _ in range(campaigns):
-            rows = []
-            for arm, flip in (("base", 0.02), ("arm", flip_arm)):
-                for r in (1, 2, 3):
-                    for q in range(questions):
-                        text = f"answer {q}" + (" (tie flipped)" if rng.random() < flip else "")
-                        rows.append({"arm": arm, "benchmark": "gsm8k", "repeat": r, "request": q, "output": text})
-            flagged += bool(greedy_output_agreement(pd.DataFrame(rows), "gsm8k", "arm", "base")["flagged"])
+            arms = [pd.DataFrame({"arm": arm, "benchmark": "gsm8k", "repeat": repeat, "request": request,
+                                  "output": np.where(rng.random(request.size) < flip, answer + " (tie flipped)", answer)})
+                    for arm, flip in (("base", 0.02), ("arm", flip_arm))]
+            flagged += bool(greedy_output_agreement(pd.concat(arms, ignore_index=True), "gsm8k", "arm",
+                                                    "base")["flagged"])
         return flagged / campaigns
 
     same = outputs(0.02)
