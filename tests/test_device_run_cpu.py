@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, SHARED_GSM8K, claims_needing_more_than
-from test_gpu_dag_records import judge_killed_server_and_rerun, launch_events, launches_ok
+from gpu_dag_records import judge_killed_server_and_rerun, launch_events, launches_ok
 
 pytestmark = pytest.mark.e2e
 

@@ -1,5 +1,5 @@
-"""What `specrepro run` did on a lent GPU (tests/gpu/run_dag_on_device.sh, issue #38), judged by today's code from the
-run's own records under tests/data/gpu/:
+"""Judges of what `specrepro run` did on a lent GPU (tests/gpu/run_dag_on_device.sh, issue #38): pure functions of the
+run's own records, the files the device script writes to $OUT (under tests/data/gpu/ once a device run is recorded):
 
     gpu.txt             the machine (nvidia-smi's name, driver and memory; torch, CUDA, Triton, Python; cores) and
                         the two runs' exit codes and seconds
@@ -24,10 +24,8 @@ from pathlib import Path
 from typing import Dict, List
 
 import pandas as pd
-import pytest
-import yaml
 
-from conftest import ROOT, SHARED_GSM8K
+from conftest import ROOT
 from specrepro.accept_length import parse_decode_lines
 
 DATA = ROOT / "tests" / "data" / "gpu"
@@ -102,95 +100,6 @@ def gpu_hours_used(results: Path, arms=ARMS, gpus: int = 1) -> float:
     return seconds * gpus / 3600
 
 
-# --- the device run's records, judged ----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def theory(tmp_path_factory):
-    """The same pair (seed 0) rebuilt here: what its weights predict."""
-    from specrepro.toy_model import build_toy_model, corpus_from_jsonl
-
-    out = tmp_path_factory.mktemp("toy")
-    return dict(build_toy_model(out, corpus_from_jsonl(SHARED_GSM8K / "test.jsonl")), dir=out)
-
-
-def test_it_ran_on_a_gpu_through_the_dag():
-    machine = (DATA / "gpu.txt").read_text()
-    assert re.search(r"NVIDIA H(100|200)", machine), machine
-    resolved = yaml.safe_load((RESULTS / "resolved_config.yaml").read_text())
-    assert resolved["platform"]["name"] == "gpu_local_lent" and resolved["platform"]["accelerator"] == "cuda"
-    assert resolved["experiment"]["launches"] == {"min": 2, "max": 3} or resolved["experiment"]["launches"]["min"] == 2
-    assert "run 2 exit 0" in machine, machine
-    for arm in ARMS:
-        image = json.loads((RESULTS / "image" / f"{arm}.json").read_text())
-        # the interpreter's environment was read before any server: torch with CUDA, Triton, sglang's imports
-        assert image["environment"]["torch"]["cuda"] and not image["environment"]["missing"], image["environment"]
-
-
-def test_accept_length_per_arm_within_the_toy_theorys_band(theory):
-    from specrepro.analysis.checks import theory_check
-    from specrepro.config import theory_entries
-    from specrepro.theory import predictions
-    from specrepro.toy_model import acceptance
-
-    runs = pd.read_csv(RESULTS / "tables" / "runs.csv")
-    requests = pd.read_parquet(RESULTS / "tables" / "requests.parquet")
-    experiment = yaml.safe_load((ROOT / "conf" / "experiment" / "eagle_topk_toy_gpu.yaml").read_text())
-    model = {"server_args": {"speculative_num_steps": 3}, "toy": {}}
-    rows = {(r["arm"], r["benchmark"]): r for r in theory_check(
-        runs, requests, predictions(theory_entries(experiment), model, lambda t: acceptance(theory["dir"], t)))}
-    for arm in ARMS:
-        assert rows[(arm, "gsm8k")]["agrees"] is True, rows[(arm, "gsm8k")]
-    al = runs[runs.metric == "accept_length"].groupby("arm")["value"].mean()
-    argmax = theory["argmax_accept_length"]
-    # rejection sampling on, unpatched: clearly below the patched arm and rejection sampling off, graphs or not
-    for unpatched, patched in (("main_rs_on", "pr_rs_on"), ("main_rs_on_nocg", "pr_rs_on_nocg")):
-        assert al[unpatched] < 0.9 * al[patched] and al[unpatched] < 0.9 * al["main_rs_off"], al.to_dict()
-        assert abs(al[patched] / argmax - 1) <= 0.02, al.to_dict()
-
-
-def test_graph_arms_decoded_in_cuda_graphs_and_the_no_graph_arms_never():
-    for arm in ARMS:
-        lines = cuda_graph_lines(RESULTS, arm)
-        if arm in GRAPH_ARMS:
-            assert lines["True"] > 20 and lines["False"] == 0, (arm, lines)
-        else:
-            assert lines["True"] == 0 and lines["False"] > 20, (arm, lines)
-
-
-def test_the_rounds_launched_what_the_stopping_rule_decided():
-    analysis = json.loads((RESULTS / "report" / "analysis.json").read_text())
-    decisions = sorted(RESULTS.glob("sequential/round*.json"))
-    assert decisions, "no round was decided"
-    round1 = json.loads((RESULTS / "sequential" / "round1.json").read_text())
-    launched = {arm: launches_ok(RESULTS, arm) for arm in ARMS}
-    # round 1: two launches of every arm; then only the arms round 1 asked for, up to three
-    for arm in ARMS:
-        asked = (round1.get("next") or {}).get("arms", {}).get(arm, [])
-        assert launched[arm] == [1, 2, *asked], (arm, launched[arm], asked)
-        assert 2 <= len(launched[arm]) <= 3
-    claims = {c["id"]: c for c in analysis["claims"]}
-    for cid in ("rs_costs_accept_length", "pr_raises_accept_length"):
-        assert claims[cid]["verdict"] == "REPRODUCED" and claims[cid]["sequential"]["round"] in (1, 2), claims[cid]
-    for cid in ("nocg_fixed_without_patch", "nocg_patch_changes_nothing"):
-        assert claims[cid]["as_predicted"] is True, claims[cid]
-    report = (RESULTS / "report" / "report.md").read_text()
-    assert "Rounds of launches" in report
-
-
-def test_node_time_per_launch_beyond_start_up_and_benchmarks():
-    for arm in ARMS:
-        timings = [e["timings"] for e in launch_events(RESULTS, arm) if e["event"] == "end" and e.get("status") == "ok"]
-        assert timings and all(t["node_overhead_s"] <= NODE_SECONDS_PER_LAUNCH for t in timings), (arm, timings)
-
-
-def test_no_gpu_memory_held_after_teardown():
-    samples = pd.read_csv(DATA / "gpu_memory.csv")
-    after = memory_after_each_launch(RESULTS, samples)
-    ended = sum(1 for arm in ARMS for e in launch_events(RESULTS, arm) if e["event"] == "end")
-    assert len(after) >= ended - 1, (len(after), ended)  # the last end may have no sample before the script ended
-    for a in after:
-        assert a["used_mib"] <= a["baseline_mib"] + MEMORY_LEFT_MIB, a
-
 
 def judge_killed_server_and_rerun(data: Path, results: Path, arms=ARMS) -> None:
     """Run 1 stopped at the killed server with the stage's error and the log's tail; run 2 kept every launch record
@@ -213,16 +122,3 @@ def judge_killed_server_and_rerun(data: Path, results: Path, arms=ARMS) -> None:
     killed_at = min(e["started"] for e in starts if e["arm"] == arm and e["launch"] == launch)
     before = {f"arms/{e['arm']}/launches/{e['launch']}.json" for e in starts if e["started"] < killed_at}
     assert set(records["run1"]) == before, (sorted(records["run1"]), sorted(before))
-
-
-def test_a_server_killed_mid_benchmark_stops_the_run_with_its_log_tail_and_the_rerun_measures_only_what_is_missing():
-    judge_killed_server_and_rerun(DATA, RESULTS)
-
-
-def test_gpu_hours_used_lie_within_the_plans_design():
-    """`plan` (serve.expected_load_s=45) gives the design's GPU-hours: minimum 0.1, expected 0.18, maximum 0.2 for
-    10 to 15 launches; what the run used is each launch's node time."""
-    used = gpu_hours_used(RESULTS)
-    launches = sum(len(launches_ok(RESULTS, arm)) for arm in ARMS)
-    assert 10 <= launches <= 15
-    assert 0 < used < 0.2 * 2, used
