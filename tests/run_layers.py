@@ -69,7 +69,8 @@ def counts(cases: list) -> dict:
 def count_launches(basetemp: Path) -> dict:
     """Server launches recorded under a pytest basetemp: {"sglang": n, "stand-in": n} (a launch's start event in
     an arm's launches.jsonl, told apart by the server its argv ran)."""
-    out = {"sglang": 0, "stand-in": 0}
+    seen = {}
+    # copies (a campaign copied by a test, MLflow's artifact of the file) repeat a launch: counted once by its id
     for path in Path(basetemp).rglob("launches.jsonl"):
         for line in path.read_text(errors="replace").splitlines():
             try:
@@ -77,8 +78,9 @@ def count_launches(basetemp: Path) -> dict:
             except ValueError:
                 continue
             if isinstance(event, dict) and event.get("event") == "start":
-                out["stand-in" if "sglang_standin" in str(event.get("argv", "")) else "sglang"] += 1
-    return out
+                seen[event.get("launch_id") or f"{path}:{line}"] = \
+                    "stand-in" if "sglang_standin" in str(event.get("argv", "")) else "sglang"
+    return {kind: sum(1 for k in seen.values() if k == kind) for kind in ("sglang", "stand-in")}
 
 
 def summary(layers: list, ci: dict | None, ci_elapsed: float | None, launches: dict | None = None) -> list:

@@ -555,13 +555,15 @@ def test_preflight_removes_the_callers_stale_container_and_never_another_users(c
 
     base = json.loads((campaign["results"] / "image" / "base.json").read_text())
     me = str(os.getuid())
+    # one launch id per runtime: both runtimes' tests may run at once, and the secret files live on this host
+    stale_launch = f"stalelaunch-{cluster.runtime}"
     cluster.gpu("run", "-d", "--name", "specrepro-stale-left-by-a-killed-job", "--label",
                 "org.specrepro.campaign=an_older_campaign", "--label", f"org.specrepro.user={me}", "--label",
-                "org.specrepro.launch=stalelaunch1", base["image_id"], "sleep", "600")
+                f"org.specrepro.launch={stale_launch}", base["image_id"], "sleep", "600")
     cluster.gpu("run", "-d", "--name", "specrepro-of-another-user", "--label", "org.specrepro.campaign=theirs",
                 "--label", "org.specrepro.user=4321", "--label", "org.specrepro.launch=theirlaunch1",
                 base["image_id"], "sleep", "600")
-    left_secrets = secrets_root() / "stalelaunch1"
+    left_secrets = secrets_root() / stale_launch
     left_secrets.mkdir(parents=True, mode=0o700)
     (left_secrets / "HF_TOKEN").write_text("left by a killed job")
     try:

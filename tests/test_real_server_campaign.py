@@ -125,8 +125,15 @@ def test_the_report_says_what_ran_and_judges_only_what_it_can(campaign):
     assert "toy model `toy_lookup`" in first and "not mi355x performance" in first
     assert "Shown, not judged: accuracy, invalid_rate, mean_tpot_ms, median_tpot_ms, output_throughput." in first
     verdicts = {c["id"]: c for c in campaign["analysis"]["claims"]}
-    for cid in ("rs_costs_accept_length", "pr_raises_accept_length", "pr_keeps_greedy_outputs"):
+    for cid in ("rs_costs_accept_length", "pr_keeps_greedy_outputs"):
         assert verdicts[cid]["verdict"] == "REPRODUCED", verdicts[cid]
+    # +27% on three repeats of the sampling arm: its interval clears the margin every time, but since #39 charges a
+    # degree of freedom for the estimated variance ratio, Holm over six claims holds it back in some runs (a CI run
+    # of 2026-12-07: t 4.30 at df 2, Holm-adjusted p 0.025 against 0.025)
+    raises = verdicts["pr_raises_accept_length"]
+    assert raises["verdict"] == "REPRODUCED" or (
+        raises["verdict"] == "INCONCLUSIVE" and raises["delta"]["ci_low"] > raises["margin"]
+        and "Holm-adjusted" in raises["detail"]), raises
     # the patched arm closes the gap (theory: all but its first verify step per request); three repeats decide
     # whether more than 90% of it is closed only when the spread allows
     restores = verdicts["pr_restores_accept_length"]
@@ -137,7 +144,8 @@ def test_the_report_says_what_ran_and_judges_only_what_it_can(campaign):
     for cid in ("nocg_fixed_without_patch", "nocg_patch_changes_nothing"):
         assert verdicts[cid]["verdict"] == "NOT REPRODUCED" and verdicts[cid]["as_predicted"] is True
     # ...and no arm captured a graph here, so the report shows them as not testable on this platform, never red
-    assert report.count("**NOT TESTABLE HERE** — no arm captured a CUDA graph") == 2
+    table = report.split("### Verdicts", 1)[1].split("What a verdict means", 1)[0]
+    assert table.count("**NOT TESTABLE HERE** — no arm captured a CUDA graph") == 2
     head = report.split("### Verdicts", 1)[0]
     assert "sha256 `" in head and "config hash" in head
     comment = (campaign["results"] / "report" / "pr_comment.md").read_text()
