@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # No name resolves: a page that asks for anything off this machine gets nothing (and the request is recorded).
@@ -27,7 +27,11 @@ LOOPBACK_ONLY = "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
 class Page:
     """One tab of a fresh headless Chromium; `requests` are the URLs it asked for, in order."""
 
-    def __init__(self, profile: Path, width: int = 1400, height: int = 900, resolver_rules: str = OFFLINE):
+    def __init__(self, profile: Path, width: int = 1400, height: int = 900, resolver_rules: str = OFFLINE,
+                 credentials: Optional[Tuple[str, str]] = None):
+        # (user, password) typed into Chromium's own sign-in prompt whenever a server asks (HTTP basic auth); the
+        # password goes over the DevTools pipe only, never into argv
+        self.credentials = credentials
         if CHROMIUM is None:
             raise RuntimeError("chromium is not installed: .ci/run installs Debian's chromium (apt-get)")
         to_chrome_r, self._to_chrome = os.pipe()
@@ -55,6 +59,8 @@ class Page:
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Network", "Runtime"):
             self.send(f"{domain}.enable")
+        if credentials:
+            self.send("Fetch.enable", {"handleAuthRequests": True, "patterns": [{"urlPattern": "*"}]})
         self.send("Emulation.setDeviceMetricsOverride",
                   {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
 
@@ -70,17 +76,29 @@ class Page:
                 raise RuntimeError("Chromium closed its DevTools pipe")
             self._buf += chunk
         raw, self._buf = self._buf.split(b"\0", 1)
-        return json.loads(raw)
+        message = json.loads(raw)
+        # with Fetch enabled every request waits for an answer: let it go on, and answer a sign-in prompt
+        if message.get("method") == "Fetch.requestPaused":
+            self._post("Fetch.continueRequest", {"requestId": message["params"]["requestId"]})
+        elif message.get("method") == "Fetch.authRequired":
+            user, password = self.credentials
+            self._post("Fetch.continueWithAuth", {"requestId": message["params"]["requestId"], "authChallengeResponse": {
+                "response": "ProvideCredentials", "username": user, "password": password}})
+        return message
 
-    def send(self, method: str, params: Optional[Dict[str, Any]] = None, timeout: float = 60) -> Dict[str, Any]:
+    def _post(self, method: str, params: Dict[str, Any]) -> int:
         self._id += 1
-        message = {"id": self._id, "method": method, "params": params or {}}
+        message = {"id": self._id, "method": method, "params": params}
         if self.session and not method.startswith("Target."):
             message["sessionId"] = self.session
         os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        return self._id
+
+    def send(self, method: str, params: Optional[Dict[str, Any]] = None, timeout: float = 60) -> Dict[str, Any]:
+        sent = self._post(method, params or {})
         while True:
             reply = self._read(timeout)
-            if reply.get("id") == self._id:
+            if reply.get("id") == sent:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply.get("result", {})

@@ -17,8 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, specrepro
 
@@ -53,6 +55,20 @@ def servers_of(results) -> list:
     return left
 
 
+def launch_records(results) -> dict:
+    return {p.relative_to(results).as_posix(): json.loads(p.read_text()) for p in results.glob("arms/*/launches/*.json")}
+
+
+def run_files(results) -> dict:
+    """Every file a run wrote (its measurement), with its mtime."""
+    return {p.relative_to(results).as_posix(): p.stat().st_mtime_ns
+            for p in results.glob("arms/*/launch*/*/r*/*") if p.is_file()}
+
+
+def launch_no(record: str) -> int:
+    return int(record.rsplit("/", 1)[1].split(".")[0])
+
+
 @pytest.fixture(scope="module")
 def interrupted(tmp_path_factory):
     results = tmp_path_factory.mktemp("real_server_sequential")
@@ -68,11 +84,18 @@ def interrupted(tmp_path_factory):
     time.sleep(2)
     os.killpg(proc.pid, signal.SIGINT)
     first_out = proc.communicate(timeout=300)[0]
-    after_round1 = {p.relative_to(results).as_posix(): p.stat().st_mtime_ns
-                    for p in results.glob("arms/*/launches/*.json")}
+    after_round1 = launch_records(results)
+    round1_runs = run_files(results)
     left_running = servers_of(results)
+    # Another campaign sharing the toy model's folder rebuilds it (byte for byte, new mtimes) while this one is
+    # stopped: that alone must not re-measure a launch.
+    toy_dir = Path(yaml.safe_load((results / "resolved_config.yaml").read_text())["model"]["toy"]["dir"])
+    for f in toy_dir.rglob("*"):
+        if f.is_file():
+            os.utime(f)
     resumed = specrepro("run", *overrides(results), timeout=3000)
     return {"results": results, "first_rc": proc.returncode, "first_out": first_out, "after_round1": after_round1,
+            "round1_runs": round1_runs,
             "left_running": left_running, "resumed": resumed.stdout + resumed.stderr,
             "analysis": json.loads((results / "report" / "analysis.json").read_text()),
             "report": (results / "report" / "report.md").read_text()}
@@ -82,15 +105,21 @@ def test_the_interrupt_stopped_the_run_between_rounds_and_left_no_server(interru
     assert interrupted["first_rc"] != 0
     assert interrupted["left_running"] == []
     # round 1 was complete when the decision was written: nine launch records, three per arm
-    round1 = {k for k in interrupted["after_round1"] if int(k.rsplit("/", 1)[1].split(".")[0]) <= 3}
+    round1 = {k for k in interrupted["after_round1"] if launch_no(k) <= 3}
     assert len(round1) == 9
 
 
 def test_the_resumed_run_measured_only_what_round_2_asked_for(interrupted):
     results = interrupted["results"]
-    now = {p.relative_to(results).as_posix(): p.stat().st_mtime_ns for p in results.glob("arms/*/launches/*.json")}
-    kept = {k: v for k, v in interrupted["after_round1"].items() if int(k.rsplit("/", 1)[1].split(".")[0]) <= 3}
-    assert {k: now[k] for k in kept} == kept
+    now = launch_records(results)
+    kept = {k: v for k, v in interrupted["after_round1"].items() if launch_no(k) <= 3}
+    # round 1's launches stand as measured: the same servers, the same runs, each run's files untouched.  (A launch
+    # job may run again -- the toy model rebuilt above is its input -- and finds every run recorded: it measures
+    # nothing.)
+    assert {k: (now[k]["launch_ids"], now[k]["runs"]) for k in kept} == {
+        k: (v["launch_ids"], v["runs"]) for k, v in kept.items()}
+    round1 = {k: v for k, v in interrupted["round1_runs"].items() if int(k.split("/")[2][len("launch"):]) <= 3}
+    assert len(round1) >= 9 and {k: v for k, v in run_files(results).items() if k in round1} == round1
     assert sorted(set(now) - set(kept)) == ["arms/main_rs_on/launches/4.json", "arms/main_rs_on_nocg/launches/4.json"]
     for arm, n in (("main_rs_off", 3), ("main_rs_on", 4), ("main_rs_on_nocg", 4)):
         events = [json.loads(line) for line in (results / "arms" / arm / "launches.jsonl").read_text().splitlines()]

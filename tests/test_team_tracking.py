@@ -1,14 +1,16 @@
 """A team's MLflow: a real `mlflow server --app-name basic-auth` (SQL store, artifact proxy), users made through
 MLflow's own auth API, campaigns logged with a user account.
 
-One server for the whole session.  No new campaign runs here: the stand-in campaign of the session (conftest's
-`standin_campaign`) is copied and logged with `specrepro log`, as a CI artifact would be.
+One server for the whole session.  No new measurement runs here: the stand-in campaign of the session (conftest's
+`standin_campaign`) is copied, then logged by `specrepro run` with `tracking.uri` set (the DAG's own tracking jobs:
+every measurement is on disk, so no other job runs) or by `specrepro log`, as a CI artifact would be.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,9 +78,10 @@ def as_user(user):
 
 
 def user_env(user, **extra) -> dict:
-    return {"MLFLOW_TRACKING_USERNAME": user[0], "MLFLOW_TRACKING_PASSWORD": user[1],
-            # an outage fails at once instead of after MLflow's minutes of retries
-            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10", **extra}
+    # MLflow's retries and timeouts are the campaign's own (tracking.http_max_retries, http_timeout_s): none set here
+    env = {"MLFLOW_TRACKING_USERNAME": user[0], "MLFLOW_TRACKING_PASSWORD": user[1], **extra}
+    assert not any(k.startswith("MLFLOW_HTTP_REQUEST_") for k in {**os.environ, **env})
+    return env
 
 
 @pytest.fixture(scope="session")
@@ -130,12 +133,23 @@ def log_to(server, results: Path, user=ALICE, check=True, **env):
     return specrepro("log", str(results), "--tracking-uri", server.url, env=user_env(user, **env), check=check)
 
 
+def measured_files(results: Path) -> dict:
+    return {p.relative_to(results).as_posix(): p.stat().st_mtime_ns
+            for p in (results / "arms").rglob("*") if p.is_file()}
+
+
 @pytest.fixture(scope="module")
 def logged_campaign(team_server, standin_campaign, tmp_path_factory):
+    """The stand-in campaign's copy through `specrepro run` again, now with the team's server as tracking.uri and
+    alice's credentials in the environment, as a user who adds a team server to a measured campaign would."""
     results = campaign_copy(standin_campaign, tmp_path_factory.mktemp("team_campaign") / "results")
+    measured = measured_files(results)
+    overrides = [o for o in standin_campaign["overrides"] if not o.startswith("results_dir=")]
     started = time.monotonic()
-    proc = log_to(team_server, results)
-    return {"results": results, "proc": proc, "seconds": time.monotonic() - started,
+    proc = specrepro("run", *overrides, f"results_dir={results}", f"tracking.uri={team_server.url}",
+                     env=user_env(ALICE, **standin_campaign["env"]), timeout=900)
+    return {"results": results, "proc": proc, "seconds": time.monotonic() - started, "measured": measured,
+            "jobs": set(re.findall(r"^(?:local)?rule (\w+):$", proc.stdout + proc.stderr, re.M)),
             "campaign_id": (results / "tracking" / "campaign_id").read_text().strip()}
 
 
@@ -144,6 +158,10 @@ def test_a_campaign_logs_every_run_and_artifact_with_a_user_account(team_server,
     from mlflow.tracking import MlflowClient
 
     results, cid = logged_campaign["results"], logged_campaign["campaign_id"]
+    # the DAG's tracking jobs alone ran: nothing was measured again
+    assert "track_campaign" in logged_campaign["jobs"]
+    assert logged_campaign["jobs"] <= {"tracking_check", "track_campaign", "all"}, logged_campaign["jobs"]
+    assert measured_files(results) == logged_campaign["measured"]
     runs = server_runs(team_server.url, cid)
     assert len(runs) == expected_runs(results)
     assert {r.info.user_id for r in runs} == {ALICE[0]}  # the runs say who logged them (MLflow's User column)
@@ -166,11 +184,38 @@ def test_a_campaign_logs_every_run_and_artifact_with_a_user_account(team_server,
     # the dashboard link printed (and kept on the campaign's run) points at the team server
     link = parent.data.tags["specrepro.dashboard"]
     assert link.startswith(f"{team_server.url}/#/experiments/{parent.info.experiment_id}/runs?")
-    assert f"MLflow dashboard, one row per arm: {link}\n" in logged_campaign["proc"].stderr
+    proc = logged_campaign["proc"]
+    assert f"MLflow dashboard, one row per arm: {link}\n" in proc.stdout + proc.stderr
     # logged again: nothing new
     again = log_to(team_server, results)
     assert ": 0 new" in again.stdout
     assert len(server_runs(team_server.url, cid)) == len(runs)
+
+
+@pytest.mark.e2e
+def test_the_dashboard_link_opens_on_the_team_server_once_signed_in(team_server, logged_campaign, tmp_path):
+    """The link the run printed, in Chromium: a stranger gets the server's 401, alice signs in through the browser's
+    own prompt and sees one folded row per arm."""
+    from chromium import LOOPBACK_ONLY, Page
+
+    runs = server_runs(team_server.url, logged_campaign["campaign_id"])
+    link = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags).data.tags["specrepro.dashboard"]
+    with Page(tmp_path / "stranger", 1600, 700, resolver_rules=LOOPBACK_ONLY) as page:
+        page.open(link)
+        document = next(e["params"]["response"] for e in page.events if e.get("method") == "Network.responseReceived"
+                        and e["params"]["type"] == "Document")
+        assert document["status"] == 401 and "Group: " not in page.eval("document.body.innerText")
+    with Page(tmp_path / "alice", 1900, 700, resolver_rules=LOOPBACK_ONLY, credentials=ALICE) as page:
+        page.open(link)
+        assert page.wait_until("document.body.innerText.includes('Group: pr_rs_on')"
+                               " && document.body.innerText.includes('(average)')", 120)
+        page.screenshot(tmp_path / "team_dashboard.png")
+        text = page.eval("document.body.innerText")
+        signed_in = [e for e in page.events if e.get("method") == "Fetch.authRequired"]
+    assert signed_in, "the server never asked Chromium to sign in"
+    assert "Group by: arm" in text
+    for arm in ("main_rs_off", "main_rs_on", "pr_rs_on"):
+        assert f"Group: {arm}" in text, f"no row for arm {arm}"
 
 
 @pytest.mark.e2e
@@ -298,12 +343,16 @@ def test_an_outage_mid_logging_loses_nothing_and_the_rerun_logs_exactly_the_miss
         if cid_path.is_file() and len(server_runs(team_server.url, cid_path.read_text().strip())) >= 3:
             break
         time.sleep(0.2)
+    stopped = time.monotonic()
     team_server.stop()
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=300)
+    failed_after = time.monotonic() - stopped
     team_server.start()
     cid = cid_path.read_text().strip()
     before = len(server_runs(team_server.url, cid))
-    assert proc.returncode == 2, (out, err)  # tracking fails, clearly ...
+    assert proc.returncode == 2, (out, err)  # tracking fails, clearly and soon (MLflow's own default, 7 retries
+    # with doubling back-off, takes minutes for each request the outage meets) ...
+    assert failed_after < 90, failed_after
     assert f"MLflow at {team_server.url} failed while this campaign was logged" in err
     assert f"`specrepro log {results}`" in err and "nothing measured is lost" in err
     assert 3 <= before < total
@@ -387,3 +436,21 @@ def test_a_campaign_id_is_written_once_and_a_folder_logged_before_ids_keeps_its_
     (legacy / "tracking" / "campaign.json").write_text("{}")  # what a tracking job wrote before campaign ids
     assert campaign_id(legacy) == "" and not (legacy / "tracking" / "campaign_id").exists()
 
+
+
+def test_mlflow_retries_and_timeout_are_the_campaigns_unless_the_environment_sets_them(monkeypatch):
+    from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT
+
+    from specrepro.tracking import http_limits
+
+    for var in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    mlflows = (MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_TIMEOUT.get())
+    assert mlflows == (7, 120)  # MLflow's own: minutes of retries for each request an outage meets
+    with http_limits({"http_max_retries": 2, "http_timeout_s": 30}):
+        assert (MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_TIMEOUT.get()) == (2, 30)
+    assert (MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_TIMEOUT.get()) == mlflows
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "5")  # a user's own setting wins
+    with http_limits({"http_max_retries": 2, "http_timeout_s": 30}):
+        assert (MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_TIMEOUT.get()) == (5, 30)
+    assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 5

@@ -518,6 +518,10 @@ class TrackingConfig:
     # Where readers reach this campaign's results folder (CI artifacts, a web server), if it is published: the PR
     # comment (report/pr_comment.md) links the report there; None: it gives the path on this host.
     results_url: Optional[str] = None
+    # A server's requests while a campaign is logged: MLflow's own default (7 retries, doubling back-off, 120 s each)
+    # lets an outage take many minutes to fail.  MLFLOW_HTTP_REQUEST_MAX_RETRIES / _TIMEOUT in the environment win.
+    http_max_retries: int = 2
+    http_timeout_s: int = 30
 
 
 @dataclass

@@ -20,6 +20,7 @@ import platform
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -431,6 +432,21 @@ class CampaignTracker:
         return created
 
 
+@contextmanager
+def http_limits(tracking: Dict[str, Any]):
+    """tracking.http_max_retries and http_timeout_s as MLflow's client reads them (its environment variables, read
+    at each request), unless the environment already sets them; put back afterwards."""
+    wanted = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": tracking.get("http_max_retries"),
+              "MLFLOW_HTTP_REQUEST_TIMEOUT": tracking.get("http_timeout_s")}
+    added = {k: str(v) for k, v in wanted.items() if v is not None and k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Optional[Path] = None,
                  log=None, gpu_checks=()) -> Dict[str, Any]:
     """Everything a campaign holds on disk into MLflow: patch-check verdicts, and arms and runs when measured.
@@ -439,7 +455,8 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
     """
     uri = tracking_uri(cfg)
     try:
-        return _log_campaign(cfg, verdicts, with_results, record, log, gpu_checks)
+        with http_limits(cfg["tracking"]):
+            return _log_campaign(cfg, verdicts, with_results, record, log, gpu_checks)
     except TrackingServerError:
         raise
     except Exception as exc:
