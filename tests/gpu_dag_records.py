@@ -56,18 +56,18 @@ def cuda_graph_lines(results: Path, arm: str) -> Dict[str, int]:
     return parse_decode_lines((results / "arms" / arm / "server.log").read_text().splitlines()).cuda_graph_lines
 
 
-def memory_after_each_launch(results: Path, samples: pd.DataFrame, arms=ARMS, settle_s: float = 2.0) -> List[Dict]:
-    """Per ended launch: the first sample taken `settle_s` after its end (the server got SIGTERM, SIGKILL a second
-    later) and before any later launch started, against the smallest reading before the first launch."""
+def memory_after_each_launch(results: Path, samples: pd.DataFrame, arms=ARMS, within_s: float = 3.0) -> List[Dict]:
+    """Per ended launch (its end is written once the server is gone: SIGTERM, SIGKILL a second later): the first
+    sample within `within_s` after it, against the smallest reading before the first launch.  The next launch may
+    have started by then; its server imports for tens of seconds before it touches the GPU (ready after 30-50 s in
+    the records), so what the sample shows is what the last one left."""
     events = [e for arm in arms for e in launch_events(results, arm)]
     starts = sorted(e["started"] for e in events if e["event"] == "start")
     before = samples[samples.epoch_s < starts[0]].memory_used_mib
     baseline = float(before.min()) if len(before) else float(samples.memory_used_mib.min())
     out = []
     for end in (e for e in events if e["event"] == "end"):
-        later = [s for s in starts if s > end["ended"]]
-        window = samples[(samples.epoch_s >= end["ended"] + settle_s)
-                         & (samples.epoch_s < (later[0] if later else float("inf")))]
+        window = samples[(samples.epoch_s > end["ended"]) & (samples.epoch_s <= end["ended"] + within_s)]
         if len(window):
             first = window.iloc[0]
             out.append({"launch_id": end["launch_id"], "status": end.get("status"), "after_s": first.epoch_s - end["ended"],

@@ -36,12 +36,10 @@ def device_run(tmp_path_factory, cpu_campaign, check_python):
                                     capture_output=True, text=True, check=True).stdout.strip()
     wheels, carried, out = work / "whl", work / "gpu", work / "out"
     # what prepare_device_run.sh makes, for this Python: the same wheel lists (with what the GPU machine's image
-    # holds and the check environment lacks), specrepro's own wheel, the CPU stages packed
+    # holds and the check environment lacks), the CPU stages packed; specrepro is the checkout's src/
     subprocess.run(["bash", "tests/gpu/fetch_device_wheels.sh"], cwd=ROOT, check=True, capture_output=True,
                    env={**os.environ, "PYTHON_VERSION": python_version, "WHEEL_DIR": str(wheels),
                         "WHEEL_LISTS": "tests/gpu/device-wheels.txt tests/gpu/cpu-test-wheels.txt"})
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), "."], cwd=ROOT,
-                   check=True, capture_output=True)
     subprocess.run(["bash", "tests/gpu/pack_cpu_stages.sh", str(cpu_campaign["results"]), str(carried),
                     str(SHARED_GSM8K / "test.jsonl")], cwd=ROOT, check=True, capture_output=True,
                    env={**os.environ, "XZ_OPT": "-0"})  # the size matters on the way to a GPU only
@@ -65,8 +63,10 @@ def test_the_dag_ran_from_the_carried_wheels_on_the_existing_environment(device_
     machine = (device_run["out"] / "gpu.txt").read_text()
     assert "run 2 exit 0" in machine, device_run["stdout"][-4000:]
     site = device_run["site"]
-    for dist in ("specrepro-0.1.0", "snakemake-9.27.1", "hydra_core-1.3.8", "mlflow_skinny-3.17.2"):
+    for dist in ("snakemake-9.27.1", "hydra_core-1.3.8", "mlflow_skinny-3.17.2"):
         assert (site / f"{dist}.dist-info").is_dir(), dist
+    # specrepro itself is the checkout's src/, which every device call carries: no wheel of it to go stale
+    assert not list(site.glob("specrepro-*.dist-info"))
     results = device_run["results"]
     resolved = yaml.safe_load((results / "resolved_config.yaml").read_text())
     assert resolved["platform"]["name"] == "gpu_local_cpu" and resolved["offline"] is True

@@ -3,7 +3,8 @@
 # tests/gpu/run_dag_on_device.sh carries to the lent GPU machine, which reaches no registry.  Run from the project
 # root; then, with the `device` tool, carry [".whl", ".gpu"] and run `bash tests/gpu/run_dag_on_device.sh`.
 #   .whl/   the wheels of tests/gpu/device-wheels.txt for PYTHON_VERSION (default 3.12, the lent machine's), those
-#           with no wheel built here from their source archives, and specrepro's own wheel
+#           with no wheel built here from their source archives (specrepro itself is the checkout's src/, which
+#           travels with every call: a wheel made here would go stale at the next change)
 #   .gpu/   what the CPU stages of the real DAG made here, for the device run to resume: the source stage's release
 #           (sglang-0.5.20.tar.xz, the `sglang` package of its tree), the files the patch stage changed (patched/),
 #           the stages' manifests, the patch_check verdict and logs (stages/), and GSM8K's test set as the datasets
@@ -17,7 +18,6 @@ mkdir -p "$(dirname "$exclude")"
 for d in .whl .gpu .gpu-resume; do grep -qx "/$d/" "$exclude" 2>/dev/null || echo "/$d/" >> "$exclude"; done
 rm -rf .whl
 tests/gpu/fetch_device_wheels.sh
-.venv/bin/python -m pip wheel -q --no-deps -w .whl .
 
 results=/tmp/specrepro-device/results
 rm -rf "$results"

@@ -39,7 +39,8 @@ site=$base/site
 rm -rf "$site" && mkdir -p "$site"
 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
   || { echo "installing the carried wheels failed" | tee "$out/gpu.txt"; exit 1; }
-export PYTHONPATH=$site
+# specrepro itself from this checkout (what the call carried), never a wheel made before a later change
+export PYTHONPATH=$site:$root/src
 platform=${CPU_PLATFORM:-gpu_local_lent}
 
 # the CPU stages' outputs, as the patch stage leaves them: the release's tree, and a copy with the series' files
