@@ -134,7 +134,12 @@ def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):
             page.open(link.group(1))
             assert page.wait_until("document.body.innerText.includes('Group: main_rs_on')", 120)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            tree = subprocess.run(["ps", "-eo", "pid,pgid,stat,etime,wchan:20,cmd", "--forest"], capture_output=True,
+                                  text=True).stdout
+            raise AssertionError(f"specrepro open did not stop within 60 s of SIGINT; processes:\n{tree}") from None
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -454,3 +454,26 @@ def test_mlflow_retries_and_timeout_are_the_campaigns_unless_the_environment_set
     with http_limits({"http_max_retries": 2, "http_timeout_s": 30}):
         assert (MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), MLFLOW_HTTP_REQUEST_TIMEOUT.get()) == (5, 30)
     assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 5
+
+
+def test_the_dashboard_ui_is_stopped_within_its_grace_even_when_it_ignores_sigterm():
+    """`specrepro open`'s Ctrl-C ends the UI's process group in bounded time: a process that ignores SIGTERM (as a
+    uvicorn waiting on a client's open connection does) and a child of it are killed once the grace runs out."""
+    from specrepro.tracking import _stop_group
+
+    code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); time.sleep(600)']); print('up', flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "up"
+    started = time.monotonic()
+    assert _stop_group(proc, grace_s=1)
+    took = time.monotonic() - started
+    assert proc.returncode == -9 and 1 <= took < 5, (proc.returncode, took)
+    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    time.sleep(0.2)
+    assert not [p for p in left if os.path.exists(f"/proc/{p}") and "Z" not in open(f"/proc/{p}/stat").read().split()[2]]
+    # a group that ends on SIGTERM is not waited for
+    quick = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    started = time.monotonic()
+    assert _stop_group(quick, grace_s=10) and quick.returncode == -15 and time.monotonic() - started < 5

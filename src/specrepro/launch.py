@@ -530,6 +530,10 @@ class Launcher:
         env = dict(os.environ if base is None else base)
         if self.runtime == "none":
             env.update(self.env(ctx))
+            # The arm's sglang tree is the pipeline's own copy: its ~900 server modules are compiled into it by the
+            # first process that imports them, not again by every server process and client of every launch
+            # (about 5 s of each start on a CPU); Snakemake dates a tree by its .snakemake_timestamp, not its files.
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
         elif self.runtime == "apptainer":
             for secret, _var in secret_specs(self.plat):
                 if secret in env:

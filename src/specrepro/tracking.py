@@ -613,13 +613,28 @@ def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, read
         signal.signal(signal.SIGTERM, previous)
         # a second Ctrl-C while the UI shuts down must not leave it running
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stopped = _stop_group(proc, grace_s=10)
         ui_log.close()
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        print("mlflow ui stopped", file=out, flush=True)
+        print("mlflow ui stopped" if stopped else f"mlflow ui (process group {proc.pid}) did not end after SIGKILL",
+              file=out, flush=True)
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> bool:
+    """SIGTERM to the process group `proc` leads, SIGKILL `grace_s` later; whether it ended.  Bounded: a UI that
+    will not go (uvicorn waiting on a connection, a process stuck in the kernel) must not hold Ctrl-C forever."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            return True
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=grace_s)
+            return True
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.poll() is not None

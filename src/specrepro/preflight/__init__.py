@@ -379,6 +379,8 @@ def environment_check(plat: Dict[str, Any], python: str, pythonpath: str, log: I
     returns the probe's record."""
     env = {**os.environ, **{k: str(v) for k, v in (plat.get("server_env") or {}).items()}}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, os.environ.get("PYTHONPATH", "")) if p)
+    # the imports compile the arm's tree once, ahead of its servers (Launcher.process_env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     request = json.dumps({"imports": list(plat["environment_imports"])})
     started = time.monotonic()
     try:
