@@ -56,9 +56,13 @@ def cuda_graph_lines(results: Path, arm: str) -> Dict[str, int]:
     return parse_decode_lines((results / "arms" / arm / "server.log").read_text().splitlines()).cuda_graph_lines
 
 
-def memory_after_each_launch(results: Path, samples: pd.DataFrame, arms=ARMS, within_s: float = 3.0) -> List[Dict]:
+def memory_after_each_launch(results: Path, samples: pd.DataFrame, arms=ARMS, within_s: float = 3.0,
+                             from_s: float = 0.15) -> List[Dict]:
     """Per ended launch (its end is written once the server is gone: SIGTERM, SIGKILL a second later): the first
-    sample within `within_s` after it, against the smallest reading before the first launch.  The next launch may
+    sample from `from_s` to `within_s` after it, against the smallest reading before the first launch.  A sample is
+    stamped before nvidia-smi queries (run_dag_on_device.sh), and the driver frees a context just after its process
+    exits: in call 3 a sample stamped 0.07 s after an end still read the server's 72103 MiB, the next 0 (and every
+    other first sample, 0.16-0.67 s after its end, read 0).  The next launch may
     have started by then; its server imports for tens of seconds before it touches the GPU (ready after 30-50 s in
     the records), so what the sample shows is what the last one left."""
     events = [e for arm in arms for e in launch_events(results, arm)]
@@ -67,7 +71,7 @@ def memory_after_each_launch(results: Path, samples: pd.DataFrame, arms=ARMS, wi
     baseline = float(before.min()) if len(before) else float(samples.memory_used_mib.min())
     out = []
     for end in (e for e in events if e["event"] == "end"):
-        window = samples[(samples.epoch_s > end["ended"]) & (samples.epoch_s <= end["ended"] + within_s)]
+        window = samples[(samples.epoch_s >= end["ended"] + from_s) & (samples.epoch_s <= end["ended"] + within_s)]
         if len(window):
             first = window.iloc[0]
             out.append({"launch_id": end["launch_id"], "status": end.get("status"), "after_s": first.epoch_s - end["ended"],
@@ -89,13 +93,13 @@ def records_after(text: str) -> Dict[str, Dict[str, float]]:
     return out
 
 
-def gpu_hours_used(results: Path, arms=ARMS, gpus: int = 1) -> float:
-    """Each launch's node time (start to end, failed launches too) times its GPUs."""
+def gpu_hours_used(results: Path, arms=ARMS, gpus: int = 1, ok_only: bool = False) -> float:
+    """Each launch's node time (start to end; failed launches too unless `ok_only`) times its GPUs."""
     seconds = 0.0
     for arm in arms:
         events = launch_events(results, arm)
-        ends = {e["launch_id"]: e["ended"] for e in events if e["event"] == "end"}
-        seconds += sum(ends[e["launch_id"]] - e["started"] for e in events
+        ends = {e["launch_id"]: e for e in events if e["event"] == "end" and (e["status"] == "ok" or not ok_only)}
+        seconds += sum(ends[e["launch_id"]]["ended"] - e["started"] for e in events
                        if e["event"] == "start" and e["launch_id"] in ends)
     return seconds * gpus / 3600
 

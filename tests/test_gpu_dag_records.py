@@ -1,20 +1,19 @@
 """What `specrepro run` did on a lent NVIDIA H100 (tests/gpu/run_dag_on_device.sh, issue #38), judged by today's code
 from the run's own records under tests/data/gpu/ (README.md there says where and when they were made).
 
-Two device calls, 2026-12-07 (the session's device time allowed 290 s and 130 s of the script): call 1 ran the DAG,
-killed pr_rs_on's first server during its first GSM8K repeat, ran the same command again, and was stopped at its
-budget as Ctrl-C would stop it; call 2 put call 1's records back (`.gpu-resume/`) and went on until its own budget.
-Round 1 of `experiment.launches={min: 2, max: 3}` was not finished (6 of its 10 launches ended ok), so no round was
-decided, no report written: what the records show is the DAG's measuring jobs on a GPU -- the interpreter's check,
-launches with and without CUDA graphs, accept length against the toy model's theory, a killed server, two budget stops
-and two resumes measuring only what was missing, the node's time per launch and the GPU's memory after each
-teardown.
+Three device calls, 2026-12-07: call 1 (290 s of the script) ran the DAG, killed pr_rs_on's first server during its
+first GSM8K repeat, ran the same command again, and was stopped at its budget as Ctrl-C would stop it; call 2 (130 s)
+put call 1's records back (`.gpu-resume/`) and went on until its own budget; call 3 (560 s, another session) put call
+2's records back and finished: round 1 of `experiment.launches={min: 2, max: 3}` (10 launches), its decision (no claim
+decided: every arm launches again), round 2 (5 launches), the decision that ended the design, collect, the report and
+MLflow -- then ran the same command again, which measured nothing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,13 +21,14 @@ import yaml
 
 from conftest import ROOT, SHARED_GSM8K
 from gpu_dag_records import (ARMS, DATA, GRAPH_ARMS, MEMORY_LEFT_MIB, NODE_SECONDS_PER_LAUNCH, RESULTS,
-                             cuda_graph_lines, judge_killed_server_and_rerun, launch_events, launches_ok,
+                             cuda_graph_lines, gpu_hours_used, judge_killed_server_and_rerun, launch_events, launches_ok,
                              memory_after_each_launch, records_after)
 
-CALLS = (DATA / "call1", DATA / "call2")
-# what each arm's launches measured before the budgets stopped them (round 1's launches 1 and 2 in the interleaved
-# order A B C D E E D C B A: the last five are pr_rs_on_nocg's second, then main_rs_on_nocg's, interrupted)
-MEASURED = {"main_rs_off": [1], "main_rs_on": [1], "pr_rs_on": [1], "main_rs_on_nocg": [1], "pr_rs_on_nocg": [1, 2]}
+CALLS = (DATA / "call1", DATA / "call2", DATA / "call3")
+# round 1 decided no claim (two launches of a deterministic arm against a noisy one cross no O'Brien-Fleming
+# boundary), so every arm got round 2's third launch
+MEASURED = {arm: [1, 2, 3] for arm in ARMS}
+DEVICE_RESULTS = "/tmp/specrepro-device/results"
 
 
 def run_records(arm: str) -> list:
@@ -121,6 +121,95 @@ def test_each_budget_stop_ended_its_launch_and_the_next_call_measured_only_what_
         assert len(launches_ok(RESULTS, arm)) == len(set(launches_ok(RESULTS, arm)))
 
 
+def test_call_3_kept_every_earlier_launch_and_measured_only_the_missing_ones():
+    after_call2 = records_after((CALLS[1] / "launch_records.txt").read_text())["run1"]
+    call3 = records_after((CALLS[2] / "launch_records.txt").read_text())
+    added = sorted(set(call3["run1"]) - set(after_call2))
+    # round 1's four missing launches, then round 2's five
+    assert added == sorted({"arms/main_rs_off/launches/2.json", "arms/main_rs_on/launches/2.json",
+                            "arms/pr_rs_on/launches/2.json", "arms/main_rs_on_nocg/launches/2.json",
+                            *[f"arms/{arm}/launches/3.json" for arm in ARMS]}), added
+    starts = {arm: [e for e in launch_events(RESULTS, arm) if e["event"] == "start"] for arm in ARMS}
+    # one server start a launch that ended ok, plus the killed one and the two budget stops' -- nothing measured twice
+    assert sum(map(len, starts.values())) == 15 + 3
+    # the same command run again after the design ended started no server (its launch jobs ran again: a rerun
+    # trigger that read the record's own value, fixed since and tested in test_sequential_dag.py)
+    run2 = (CALLS[2] / "run2.log").read_text()
+    assert "0 of 2 runs to measure" in "".join(
+        (RESULTS / "logs" / "serve_bench" / f"{arm}.launch1.log").read_text() for arm in ARMS)
+    last_start = max(e["started"] for ss in starts.values() for e in ss)
+    assert last_start < max(call3["run1"].values()), "run 2 started a server"
+    rewritten = {k for k, v in call3["run2"].items() if v != call3["run1"].get(k)}
+    assert rewritten and last_start < min(call3["run2"][k] for k in rewritten)
+    assert "Params have changed since last execution" in run2
+
+
+def test_the_rounds_as_the_stopping_rule_decided_and_todays_rule_decides_the_same(tmp_path):
+    """Each round's decision taken again by today's code (analysis.sequential_round.decide_round) from the same
+    launch records: the same claims decided at the same round, the same next round, the same end."""
+    import io
+    import shutil
+
+    from specrepro.analysis.sequential_round import decide_round
+
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    cfg = yaml.safe_load((results / "resolved_config.yaml").read_text())
+    cfg["results_dir"] = str(results)
+    claims = str(ROOT / "conf" / cfg["experiment"]["claims"])
+    recorded = {k: json.loads((RESULTS / "sequential" / f"round{k}.json").read_text()) for k in (1, 2)}
+    assert not recorded[1]["done"] and recorded[1]["next"]["arms"] == {arm: [3] for arm in ARMS}
+    assert recorded[1]["history"][0]["decided"] == []
+    assert recorded[2]["done"] and recorded[2]["stopped_by"] == \
+        "the design's last round (pr_restores_accept_length INCONCLUSIVE)"
+    for k, rec in recorded.items():
+        records = [results / Path(p).relative_to(DEVICE_RESULTS) for p in rec["launch_records"]]
+        assert len(records) == (10 if k == 1 else 15)
+        again = decide_round(cfg, k, records, claims, tmp_path / f"round{k}.json", io.StringIO())
+
+        def view(d):
+            return d["done"], d.get("next"), d["history"], [(c["id"], c["decided"], c["verdict"], c.get("round"))
+                                                            for c in d["claims"]]
+        assert view(again) == view(rec), k
+    analysis = json.loads((RESULTS / "report" / "analysis.json").read_text())
+    verdicts = {c["id"]: (c["verdict"], (c.get("sequential") or {}).get("round")) for c in analysis["claims"]}
+    assert verdicts == {"rs_costs_accept_length": ("REPRODUCED", 2), "pr_restores_accept_length": ("INCONCLUSIVE", 2),
+                        "pr_raises_accept_length": ("REPRODUCED", 2), "nocg_fixed_without_patch": ("NOT REPRODUCED", 2),
+                        "nocg_patch_changes_nothing": ("NOT REPRODUCED", 2), "no_invalid_output": ("NOT JUDGED", None),
+                        "pr_keeps_greedy_outputs": ("REPRODUCED", None)}
+
+
+def test_gpu_hours_used_beside_plans_minimum_expected_and_maximum():
+    plan = (DATA / "plan.txt").read_text()
+    m = re.search(r"GPU-hours: minimum ([\d.]+), maximum ([\d.]+), expected ([\d.]+) .*launches expected ([\d.]+) of "
+                  r"(\d+)\.\.(\d+)", plan)
+    assert m, plan
+    low, high, expected, _, fewest, most = map(float, m.groups())
+    assert (fewest, most) == (10, 15)
+    # the launches that measured (15: the design's maximum, as round 1 decided nothing) cost about what plan said the
+    # maximum would; the killed and interrupted ones come on top
+    assert 0.75 * high <= gpu_hours_used(RESULTS, ok_only=True) <= 1.25 * high, gpu_hours_used(RESULTS, ok_only=True)
+    assert gpu_hours_used(RESULTS) > gpu_hours_used(RESULTS, ok_only=True)
+    assert low <= expected <= high
+
+
+def test_the_report_and_mlflow_say_it_ran_on_the_h100():
+    report = (RESULTS / "report" / "report.md").read_text()
+    first_screen = report.split("### Verdicts", 1)[0]
+    assert "NVIDIA H100 80GB HBM3 x 1 per server (measured)" in first_screen
+    assert "sha256 `1573527042f4f6b4ead838302818595fc77fdc611dbcc2e40cd150fbc8f8513c`" in first_screen
+    assert "| **REPRODUCED** — as theory predicts (-22.8%) | Turning rejection sampling on costs accept length" in report
+    import sqlite3
+
+    with sqlite3.connect(RESULTS / "mlflow.db") as db:
+        runs = db.execute("select count(*) from runs").fetchone()[0]
+        models = {v for (v,) in db.execute("select value from tags where key = 'gpu_model'")}
+    # the campaign's parent, the patch check, one run per arm and one per (arm, benchmark, repeat) measured
+    measured = sum(len(run_records(arm)) for arm in ARMS)
+    assert measured == 30 and runs == 1 + 1 + len(ARMS) + measured
+    assert models == {"NVIDIA H100 80GB HBM3"}
+
+
 def test_the_node_time_per_launch_and_the_memory_left_after_each_teardown():
     for arm in ARMS:
         for e in launch_events(RESULTS, arm):
@@ -133,7 +222,7 @@ def test_the_node_time_per_launch_and_the_memory_left_after_each_teardown():
     # every launch that ended while a call sampled the GPU (each call's ends, the killed and interrupted ones too);
     # a server held about 72 GB while it ran (sglang's memory fraction of the H100)
     ends = [e for arm in ARMS for e in launch_events(RESULTS, arm) if e["event"] == "end"]
-    assert {row["launch_id"] for row in checked} == {e["launch_id"] for e in ends} and len(ends) == 9, checked
+    assert {row["launch_id"] for row in checked} == {e["launch_id"] for e in ends} and len(ends) == 18, checked
     assert max(pd.concat([pd.read_csv(c / "gpu_memory.csv") for c in CALLS]).memory_used_mib) > 60_000
     for row in checked:
         assert row["used_mib"] <= row["baseline_mib"] + MEMORY_LEFT_MIB, row

@@ -41,6 +41,16 @@ def sequential(tmp_path_factory, standin_assets, check_python):
     out["dry_round2"] = specrepro("run", *overrides, "--", "-n", env=env).stdout
     out["run"] = specrepro("run", *overrides, env=env, timeout=3000)
     out["rerun"] = specrepro("run", *overrides, "--", "-n", env=env).stdout
+    out["after_run"] = {p.relative_to(results).as_posix(): p.stat().st_mtime_ns
+                        for p in results.glob("arms/*/launches/*.json")}
+    # an input of every launch rewritten with other bytes (as on the lent GPU, where the data records were made
+    # again; a touch alone is not enough: Snakemake compares a small input's checksum with the one it recorded): the
+    # launch jobs run again, find every run recorded and measure nothing; then the campaign has nothing left to do
+    out["launch_ids"] = {arm: (results / "arms" / arm / "launches.jsonl").read_text() for arm in ARMS}
+    data_record = results / "datasets" / "gsm8k.json"
+    data_record.write_text(data_record.read_text() + "\n")
+    out["after_input"] = specrepro("run", *overrides, env=env, timeout=3000)
+    out["rerun_after_input"] = specrepro("run", *overrides, "--", "-n", env=env).stdout
     out["analysis"] = json.loads((results / "report" / "analysis.json").read_text())
     out["report"] = (results / "report" / "report.md").read_text()
     out["overrides"], out["env"] = overrides, env
@@ -75,9 +85,22 @@ def test_a_dry_run_shows_the_current_round(sequential):
     assert "Nothing to be done" in sequential["rerun"]
 
 
+def test_launch_jobs_run_again_by_a_rebuilt_input_measure_nothing_and_leave_nothing_to_do(sequential):
+    results = sequential["results"]
+    rerun = sequential["after_input"].stdout + sequential["after_input"].stderr
+    assert "Reason: Updated input files:" in rerun and "datasets/gsm8k.json" in rerun, rerun[-3000:]
+    for arm in ARMS:
+        assert f"arm {arm} launch 1 of 3: 0 of 2 runs to measure" in (
+            results / "logs" / "serve_bench" / f"{arm}.launch1.log").read_text()
+    # no server started: every arm's launch log is what it was
+    assert {arm: (results / "arms" / arm / "launches.jsonl").read_text() for arm in ARMS} == sequential["launch_ids"]
+    # the rerun trigger (Campaign.runs_to_remeasure) reads the value those jobs were scheduled with
+    assert "Nothing to be done" in sequential["rerun_after_input"], sequential["rerun_after_input"][-3000:]
+
+
 def test_the_resumed_run_measured_only_the_second_round(sequential):
     results = sequential["results"]
-    now = {p.relative_to(results).as_posix(): p.stat().st_mtime_ns for p in results.glob("arms/*/launches/*.json")}
+    now = sequential["after_run"]
     assert {k: now[k] for k in sequential["after_round1"]} == sequential["after_round1"]
     assert sorted(set(now) - set(sequential["after_round1"])) == ["arms/main_rs_on/launches/3.json",
                                                                  "arms/pr_rs_on/launches/3.json"]

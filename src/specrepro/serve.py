@@ -621,21 +621,27 @@ def arm_record(plan: ArmPlan, image: Dict[str, Any], measured: Dict[str, Dict[st
 
 def serve_arm(plan: ArmPlan, image_record: Path, output: Path, log: IO,
               launch: Optional[int] = None, measure: bool = True,
-              launch_numbers: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+              launch_numbers: Optional[Sequence[int]] = None,
+              scheduled_remeasure: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """Measure the arm's missing runs on one server launch, then write its record.
 
     `launch`: one of the arm's `experiment.launches` (its runs only; `output` is
     that launch's record).  `measure=False`: every run must be measured already
     (by the launch jobs); only the arm record is written, of the launches in
     `launch_numbers` (default all: a sequential design's arm ran those its rounds asked for).
+    `scheduled_remeasure`: the rerun trigger's value this job was scheduled with (Campaign.runs_to_remeasure),
+    kept in the record as it was, so that the next invocation reads the same value and does not run the job again.
     """
     image = json.loads(image_record.read_text())
     plan.arm_dir.mkdir(parents=True, exist_ok=True)
     runs = plan.runs_of(launch)
     if launch_numbers is not None:
         runs = [r for r in runs if r.launch in set(launch_numbers)]
-    # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure)
+    # the runs with no record at all: Snakemake's rerun trigger for this job (Campaign.runs_to_remeasure); a job
+    # run again for another reason (a rebuilt input) with nothing missing keeps the value it was scheduled with
     missing = plan.runs_without_record(launch)
+    if scheduled_remeasure is not None and not missing:
+        missing = list(scheduled_remeasure)
     pending = pending_runs(plan, runs, image.get("image_id", ""), log)
     launches = LaunchLog(plan.arm_dir / "launches.jsonl")
     if not Path(plan.resolved_config).is_file():
@@ -665,11 +671,12 @@ def _size(path: Path) -> int:
 
 def serve_bench_job(config: Dict[str, Any], arm: str, image_record: Path, gpu_checks: List[Path], output: Path,
                     log: IO, launch: Optional[int] = None, measure: bool = True,
-                    launch_numbers: Optional[Sequence[int]] = None) -> Dict[str, Any]:
+                    launch_numbers: Optional[Sequence[int]] = None,
+                    scheduled_remeasure: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The measuring job: the arm's plan, built once from the job's resolved config, handed to everything below."""
     from specrepro.arm_plan import build_arm_plan
     from specrepro.gpu_check import refuse_failed
 
     refuse_failed(gpu_checks)
     return serve_arm(build_arm_plan(config, arm), image_record, output, log, launch=launch, measure=measure,
-                     launch_numbers=launch_numbers)
+                     launch_numbers=launch_numbers, scheduled_remeasure=scheduled_remeasure)

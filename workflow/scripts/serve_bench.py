@@ -24,4 +24,5 @@ with stage_log(snakemake, mode="a") as log:
             if records is not None and not launch
             else None
         ),
+        scheduled_remeasure=snakemake.params.get("remeasure"),
     )
