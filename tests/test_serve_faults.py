@@ -35,7 +35,9 @@ def arm_cfg(tmp_path, monkeypatch):
         overrides = standin_overrides(tmp_path / "results", tmp_path, arms=("main_rs_on",), benchmarks=("gsm8k",))
         overrides += [f"benchmarks.gsm8k.repeats={repeats}",
                       f"benchmarks.gsm8k.gsm8k.num_questions={questions}", "benchmarks.gsm8k.gsm8k.parallel=2",
-                      "serve.ready_timeout_s=20", "serve.request_timeout_s=3", "serve.log_settle_s=0.1"]
+                      "serve.ready_timeout_s=20", "serve.request_timeout_s=3", "serve.log_settle_s=0.1",
+                      # the stand-in exits at once when it crashes; a container's late report is test_containers'
+                      "serve.crash_settle_s=2"]
         cfg = compose(overrides)
         image = tmp_path / "image.json"
         # the pinned release's real tree: the preflight reads its version and flags
@@ -96,9 +98,12 @@ def test_never_ready_times_out_with_log_tail(arm_cfg):
 
 
 def test_server_that_stops_answering_times_out(arm_cfg):
-    cfg, image = arm_cfg(hang_after_requests=3)
+    # 40 questions at concurrency 2 after the first hangs: one request timeout (3 s), not 20 in turn (60 s)
+    cfg, image = arm_cfg(hang_after_requests=3, questions=40)
+    start = time.monotonic()
     with pytest.raises(ServeError) as info:
         run_arm(cfg, image)
+    assert time.monotonic() - start < 30
     assert "stopped answering" in str(info.value)
     assert standin_processes(behaviour_of(cfg)) == []
 

@@ -27,7 +27,7 @@ SERVER_MODULE = "sglang.launch_server"
 BENCH_SERVING_MODULE = "sglang.benchmark.serving"
 # serve settings that decide nothing a server measures (timeouts, plan's cost figures)
 UNMEASURED_SERVE = ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "idle_shutdown_grace_s", "bench_timeout_s",
-                    "expected_load_s", "expected_tpot_ms", "expected_tpot_growth")
+                    "crash_settle_s", "expected_load_s", "expected_tpot_ms", "expected_tpot_growth")
 
 
 def frozen(value: Any) -> Any:

@@ -280,8 +280,7 @@ def _serve_problems(cfg: Dict[str, Any]) -> List[str]:
         problems.append(f"serve.port: {serve['port']} is not 0 (pick a free one) or a port in 1024-65535")
     problems += [f"serve.{k}: must be > 0" for k in ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s")
                  if serve[k] <= 0]
-    if serve["idle_shutdown_grace_s"] < 0:
-        problems.append("serve.idle_shutdown_grace_s: must be >= 0")
+    problems += [f"serve.{k}: must be >= 0" for k in ("idle_shutdown_grace_s", "crash_settle_s") if serve[k] < 0]
     if serve["decode_log_interval"] is not None and serve["decode_log_interval"] < 1:
         problems.append("serve.decode_log_interval: must be >= 1")
     return problems

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -121,7 +121,15 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
     started = time.time()
     tic = time.perf_counter()
     with ThreadPoolExecutor(max_workers=settings["parallel"]) as pool:
-        records = list(pool.map(ask, range(len(questions))))
+        futures = [pool.submit(ask, i) for i in range(len(questions))]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
+            # The repeat has failed: questions not yet sent are not sent, so a server that stopped answering costs
+            # one request timeout, not one per question left.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise failed[0].exception()
+        records = [f.result() for f in futures]
     wall = time.perf_counter() - tic
     n = len(records)
     tokens = sum(r["completion_tokens"] or 0 for r in records)

@@ -454,6 +454,9 @@ class ServeConfig:
     idle_shutdown_grace_s: float = 1.0
     # Upper bound for one benchmark invocation.
     bench_timeout_s: float = 7200.0
+    # After a failed benchmark client or warm-up request, how long the server may take to exit before the failure
+    # counts as the client's, not a crash (a container runtime reports a crash a moment late).
+    crash_settle_s: float = 10.0
     # Seconds the log may take to show a window's last decode lines.
     log_settle_s: float = 0.5
     placement: Placement = Placement.exclusive

@@ -185,7 +185,7 @@ class Server:
                 with ThreadPoolExecutor(max_workers=batch["concurrency"]) as pool:
                     list(pool.map(send, batch["payloads"]))
             except requests.RequestException as exc:
-                if self.exited_within(10):
+                if self.exited_within(self.plan.serve["crash_settle_s"]):
                     raise self.crashed("crashed during warm-up") from exc
                 raise ServeError(f"arm {self.arm}: a warm-up request for {batch['benchmark']} failed: {exc}") from exc
 
@@ -299,7 +299,7 @@ def _run_client(server: Server, run: BenchRun, argv: List[str], out_dir: Path, l
                                   timeout=serve["bench_timeout_s"], start_new_session=True)
         except subprocess.TimeoutExpired as exc:
             raise ServeError(f"arm {server.arm}: {run.benchmark} r{run.repeat} exceeded serve.bench_timeout_s") from exc
-    if not server.alive() or (proc.returncode != 0 and server.exited_within(10)):
+    if not server.alive() or (proc.returncode != 0 and server.exited_within(serve["crash_settle_s"])):
         raise server.crashed(f"crashed during {run.benchmark} r{run.repeat}")
     if proc.returncode != 0:
         tail = log_tail(out_dir / "client.log", 20)
@@ -502,8 +502,15 @@ def measure_launch(server: Server, pending: List[BenchRun], log: IO, checks: Opt
     plan, serve = server.plan, server.plan.serve
     timings = {} if timings is None else timings
     server.start()
-    ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log,
-                                abort=checks.failed_early if checks is not None else None)
+    try:
+        ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log,
+                                    abort=checks.failed_early if checks is not None else None)
+    except ServeError:
+        # A server that dies while the checks still run most likely died of what they check (a model folder the
+        # image cannot read): their verdict names the cause, the crash stays chained to it.
+        if checks is not None:
+            checks.result(log)
+        raise
     timings["ready_s"] = round(ready_s, 3)
     print(f"arm {plan.name}: server ready after {ready_s:.1f} s", file=log, flush=True)
     if checks is not None:
