@@ -122,7 +122,8 @@ import os, sys
 from pathlib import Path
 from specrepro.sglang_env import ensure_env
 cache = Path(os.environ.get("SPECREPRO_CACHE_DIR") or ".cache")
-ensure_env(cache, Path("requirements/sglang-cpu.txt"), sys.stdout)
+env = ensure_env(cache, Path("requirements/sglang-cpu.txt"), sys.stdout)
+print(f"sglang CPU env: {'reused' if env['reused'] else 'built'} in {env['seconds']:.0f} s ({env['path']})")
 """
 
 
@@ -142,15 +143,21 @@ def main(argv: list) -> int:
     out_dir = ROOT / ".pytest-layers"
     out_dir.mkdir(exist_ok=True)
     ran, launches = [], {"sglang": 0, "stand-in": 0}
-    # The sglang CPU environment every e2e group needs (6 GB of wheels, disk-bound) is built while the fast layer
-    # (CPU-bound) runs, so the e2e layer's first groups find it made.
+    # The sglang CPU environment every e2e group needs (6 GB of wheels) is built while the fast layer runs, so the
+    # e2e layer's first groups find it made; at the lowest priority, since the fast layer is what a developer waits
+    # for and the build has until the e2e layer starts.
     prewarm = None
     if any(e["name"] != "fast" for e in layers):
-        prewarm = subprocess.Popen([sys.executable, "-c", PREWARM], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.STDOUT)
+        prewarm_log = out_dir / "sglang-env.log"
+        with open(prewarm_log, "w") as fh:
+            prewarm = subprocess.Popen([sys.executable, "-c", PREWARM], cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                       preexec_fn=lambda: os.nice(19))
     for entry in layers:
         if entry["name"] != "fast" and prewarm is not None:
             prewarm.wait()
+            print(f"\n{(prewarm_log.read_text().strip().splitlines() or ['sglang CPU env: no output'])[-1]}"
+                  f" (log: {prewarm_log})", flush=True)
+            prewarm = None
         junit = out_dir / f"{entry['name']}.xml"
         junit.unlink(missing_ok=True)
         # pytest empties it when the layer starts and keeps it after: launches are counted from it
