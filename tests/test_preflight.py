@@ -137,9 +137,26 @@ def test_a_failed_preflight_starts_no_server(env, tmp_path, release_tree):
     assert not json.loads((arm_dir / "preflight.json").read_text())["ok"]
 
 
-def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measurement(env, tmp_path, release_tree):
+@pytest.mark.parametrize("first", ["the_check", "the_server"])
+def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measurement(env, tmp_path, release_tree,
+                                                                                       monkeypatch, first):
     """preflight.during_load (the default): the node's checks pass, the server starts, the image's check of the
-    model folder fails while it loads: the server is stopped, nothing is measured, the launch says why."""
+    model folder fails while it loads: the server is stopped, nothing is measured, the launch says why.  Also when
+    the server dies first (the stand-in, like sglang, exits at once on an unreadable model folder; on a loaded CI
+    machine the check inside the image once finished later): the check's verdict names the cause, the crash is
+    chained to it."""
+    if first == "the_server":
+        import time
+
+        import specrepro.preflight as preflight_module
+
+        real = preflight_module.in_image_checks
+
+        def slow_in_image_checks(*args, **kwargs):
+            time.sleep(3)  # the stand-in exits within about a second of its start
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(preflight_module, "in_image_checks", slow_in_image_checks)
     cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model")
     image = tmp_path / "image.json"
     image.write_text(json.dumps(image_of(release_tree)))
@@ -149,6 +166,9 @@ def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measu
         serve_arm(build_arm_plan(cfg, "main_rs_on"), image, arm_dir / "arm.json", io.StringIO())
     assert "preflight failed while the model loaded; the server was stopped before any measurement" in str(info.value)
     assert "paths_readable_in_image" in str(info.value)
+    if first == "the_server":
+        assert "exited before it was ready" in str(info.value.__context__)
+        assert "is not a readable folder" in (arm_dir / "server.log").read_text()
     record = json.loads((arm_dir / "preflight.json").read_text())
     assert not record["ok"] and {c["check"] for c in record["checks"]} >= {"gpus_idle", "host_data_files",
                                                                            "paths_readable_in_image"}
@@ -157,37 +177,6 @@ def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measu
     assert "PreflightError" in events[1]["error"] and "measure_s" not in events[1]["timings"]
     assert not list(arm_dir.glob("**/run.json"))
     assert standin_processes(tmp_path / "behaviour.json") == []
-
-
-def test_a_server_that_exits_before_the_checks_while_loading_end_gets_their_verdict(env, tmp_path, release_tree,
-                                                                                     monkeypatch):
-    """The same failure when the server dies first (the stand-in, like sglang, exits at once on an unreadable model
-    folder; on a loaded CI machine the check inside the image finished later): the check's verdict names the
-    cause, not the bare crash, and the crash is chained to it."""
-    import time
-
-    import specrepro.preflight as preflight_module
-
-    real = preflight_module.in_image_checks
-
-    def slow_in_image_checks(*args, **kwargs):
-        time.sleep(3)  # the stand-in exits within about a second of its start
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(preflight_module, "in_image_checks", slow_in_image_checks)
-    cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model")
-    image = tmp_path / "image.json"
-    image.write_text(json.dumps(image_of(release_tree)))
-    arm_dir = Path(cfg["results_dir"]) / "arms" / "main_rs_on"
-    write_resolved(cfg)
-    with pytest.raises(PreflightError) as info:
-        serve_arm(build_arm_plan(cfg, "main_rs_on"), image, arm_dir / "arm.json", io.StringIO())
-    assert "paths_readable_in_image" in str(info.value)
-    assert "exited before it was ready" in str(info.value.__context__)
-    assert "is not a readable folder" in (arm_dir / "server.log").read_text()
-    events = [json.loads(line) for line in (arm_dir / "launches.jsonl").read_text().splitlines()]
-    assert [e["event"] for e in events] == ["start", "end"] and "PreflightError" in events[1]["error"]
-    assert not list(arm_dir.glob("**/run.json"))
 
 
 def fake_nvidia_smi(tmp_path, monkeypatch, lines_file):
