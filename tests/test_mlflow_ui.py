@@ -122,8 +122,11 @@ def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):
 
     from chromium import LOOPBACK_ONLY, Page
 
+    # started as a shell without job control starts a background command (`specrepro open DIR &` in a script, a CI
+    # runner): with SIGINT ignored, which Python keeps unless the command installs its own handler
     proc = subprocess.Popen([sys.executable, "-m", "specrepro.cli", "open", str(campaign["results"])],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         first = proc.stdout.readline()
         link = re.match(r"MLflow dashboard, one row per arm: (http://127\.0\.0\.1:(\d+)/#/experiments/\S+)$",
@@ -137,7 +140,7 @@ def test_specrepro_open_serves_the_dashboard_until_ctrl_c(campaign, tmp_path):
         try:
             out, _ = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
-            tree = subprocess.run(["ps", "-eo", "pid,pgid,stat,etime,wchan:20,cmd", "--forest"], capture_output=True,
+            tree = subprocess.run(["ps", "-ww", "-eo", "pid,pgid,stat,etime,wchan:20,cmd", "--forest"], capture_output=True,
                                   text=True).stdout
             raise AssertionError(f"specrepro open did not stop within 60 s of SIGINT; processes:\n{tree}") from None
     finally:

@@ -596,6 +596,9 @@ def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, read
                              str(port), "--backend-store-uri", store_uri, "--workers", "1"],
                             stdout=ui_log, stderr=subprocess.STDOUT, start_new_session=True)
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Ctrl-C (SIGINT) stops it however it was started: a shell without job control starts a background command with
+    # SIGINT ignored, and Python then keeps it ignored instead of raising KeyboardInterrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if not ui_answers(base, proc, ready_timeout_s):
             ui_log.seek(0)
