@@ -66,18 +66,19 @@ def counts(cases: list) -> dict:
     return out
 
 
-def count_launches(basetemp: Path) -> dict:
-    """Server launches recorded under a pytest basetemp: {"sglang": n, "stand-in": n} (a launch's start event in
-    an arm's launches.jsonl, told apart by the server its argv ran)."""
+def count_launches(basetemp: Path, since: float = 0.0) -> dict:
+    """Server launches recorded under a pytest basetemp since the epoch time `since`: {"sglang": n, "stand-in": n}
+    (a launch's start event in an arm's launches.jsonl, told apart by the server its argv ran)."""
     seen = {}
-    # copies (a campaign copied by a test, MLflow's artifact of the file) repeat a launch: counted once by its id
+    # copies (a campaign copied by a test, MLflow's artifact of the file) repeat a launch: counted once by its id;
+    # records a test copies from elsewhere (tests/data/gpu: the H100's launches) started before this run
     for path in Path(basetemp).rglob("launches.jsonl"):
         for line in path.read_text(errors="replace").splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("event") == "start":
+            if isinstance(event, dict) and event.get("event") == "start" and event.get("started", since) >= since:
                 seen[event.get("launch_id") or f"{path}:{line}"] = \
                     "stand-in" if "sglang_standin" in str(event.get("argv", "")) else "sglang"
     return {kind: sum(1 for k in seen.values() if k == kind) for kind in ("sglang", "stand-in")}
@@ -166,10 +167,10 @@ def main(argv: list) -> int:
                "--dist", "loadscope", "--no-loadscope-reorder", f"--junitxml={junit}", f"--basetemp={basetemp}",
                "-q", "-rfE", *extra]
         print(f"\n=== layer {entry['name']}: {' '.join(cmd[1:])}", flush=True)
-        start = time.monotonic()
+        start, started_at = time.monotonic(), time.time()
         status = subprocess.call(cmd, cwd=ROOT)
         ran.append((entry, time.monotonic() - start, read_junit(junit), status))
-        for kind, n in count_launches(basetemp).items():
+        for kind, n in count_launches(basetemp, since=started_at).items():
             launches[kind] += n
     ci_start = os.environ.get("SPECREPRO_CI_START")
     ci_elapsed = time.time() - float(ci_start) if ci_start else None

@@ -107,3 +107,27 @@ def test_groups_follow_modules_and_split_the_container_tests_by_runtime():
     strip = lambda names, rt: sorted(n.replace(f"[{rt}]", "") for n in names)  # noqa: E731
     assert strip(groups["test_containers[podman]"], "podman") == strip(groups["test_containers[docker]"], "docker")
     assert all("podman" not in n and "docker" not in n for n in groups["test_containers"])
+
+
+def test_launches_are_counted_once_by_id_and_only_those_of_this_run(tmp_path):
+    """A campaign's launches.jsonl, its copy (MLflow's artifact) and the H100 run's records a fast test copies
+    (tests/data/gpu, started 2026-12-07 on the lent GPU): the run's own launches once each, the records not at all."""
+    import json
+    import shutil
+    import time
+
+    recorded = ROOT / "tests" / "data" / "gpu" / "results" / "arms" / "main_rs_on" / "launches.jsonl"
+    old = [json.loads(line) for line in recorded.read_text().splitlines()]
+    assert any(e["event"] == "start" for e in old)
+    (tmp_path / "copied" / "arms" / "main_rs_on").mkdir(parents=True)
+    shutil.copy(recorded, tmp_path / "copied" / "arms" / "main_rs_on" / "launches.jsonl")
+    now = time.time()
+    ours = [{"event": "start", "launch_id": f"id{i}", "started": now + i, "argv": argv}
+            for i, argv in enumerate(["python -m specrepro_cpu_launch --model-path m",
+                                      "python tests/standin/sglang_standin.py --model-path m"])]
+    for folder in ("campaign/arms/a", "campaign/mlartifacts/x/artifacts/server"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "launches.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ours))
+    assert run_layers.count_launches(tmp_path, since=now - 1) == {"sglang": 1, "stand-in": 1}
+    assert run_layers.count_launches(tmp_path)["sglang"] == 1 + sum(e["event"] == "start" for e in old)
+
