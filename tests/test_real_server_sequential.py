@@ -3,10 +3,15 @@ as a user's Ctrl-C would, and resumed.
 
 Three unpatched arms, GSM8K only, `experiment.launches={min: 3, max: 4}`, the claims of
 tests/conf/claims/sequential_cpu.yaml: rejection sampling's cost in accept length is clear after round 1 (the
-argmax arm is deterministic, the sampling arm's launches agree within about 1%, and three launches per arm give
-Welch two degrees of freedom each); an equality within 0.5% between two arms that differ by launch noise alone is
-decidable by no round.  So main_rs_off stops after round 1 and the two arms the equality claim names launch a fourth
-time.
+argmax arm is deterministic, the sampling arm's launches agree within about 1.5% with 48 questions each, and three
+launches per arm give Welch two degrees of freedom); an equality within 0.5% between two arms that differ by launch
+noise alone is decidable by no round.  So main_rs_off stops after round 1 and the two arms the equality claim names
+launch a fourth time.
+
+Why 48 questions a launch: with 8, a launch's accept length on the sampling arm varied by 2.4-5.5% (SD over three
+launches, in three CI runs), and round 1 (t > 10.1 at two degrees of freedom under Holm over two claims) failed to
+decide in about a fifth to a third of simulated runs of that noise (one CI run of 2026-12-07 did); with 48, about
+0.1-0.5%.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def overrides(results):
             "~experiment.theory.main_rs_on.gsm8k_sampled",
             "experiment.launches={min:3,max:4}",
             f"experiment.claims={ROOT / 'tests' / 'conf' / 'claims' / 'sequential_cpu.yaml'}",
-            "benchmarks.gsm8k.repeats=1", "benchmarks.gsm8k.gsm8k.num_questions=8"]
+            "benchmarks.gsm8k.repeats=1", "benchmarks.gsm8k.gsm8k.num_questions=48"]
 
 
 def servers_of(results) -> list:
