@@ -592,9 +592,11 @@ def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, read
 
     # its own log, not a pipe: a UI left open for hours would fill a pipe nobody reads and hang
     ui_log = tempfile.TemporaryFile()
+    # MLflow's GenAI job runner (seven more processes) serves nothing a campaign's dashboard shows
+    env = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **os.environ}
     proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "ui", "--host", "127.0.0.1", "--port",
                              str(port), "--backend-store-uri", store_uri, "--workers", "1"],
-                            stdout=ui_log, stderr=subprocess.STDOUT, start_new_session=True)
+                            stdout=ui_log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Ctrl-C (SIGINT) stops it however it was started: a shell without job control starts a background command with
     # SIGINT ignored, and Python then keeps it ignored instead of raising KeyboardInterrupt.
