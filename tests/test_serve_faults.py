@@ -213,3 +213,24 @@ def test_one_measuring_job_composes_once_and_builds_one_plan_and_one_launch_cont
     # the server, its preflight and its GPU facts ran under that one context's launch id
     [event] = [e for e in launch_events(cfg) if e["event"] == "start"]
     assert record["launches"][0]["launch_id"] == event["launch_id"]
+
+
+def test_a_second_run_on_the_same_results_folder_is_refused_and_changes_nothing(tmp_path):
+    """Two campaigns from one checkout each hold their own results folder (Snakemake's lock, shared by the checkout's
+    .snakemake/ and removed whole by any run that ends, is off); a second `specrepro run` on a folder a run holds
+    exits 2 at once, before it rewrites the resolved config or starts Snakemake."""
+    import fcntl
+
+    from conftest import specrepro
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "resolved_config.yaml").write_text("# the running campaign's\n")
+    with open(results / ".specrepro-run.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = specrepro("run", f"results_dir={results}", check=False, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"another `specrepro run` is running on {results}" in proc.stderr
+    assert (results / "resolved_config.yaml").read_text() == "# the running campaign's\n"
+    assert "Building DAG" not in proc.stdout + proc.stderr and not (results / "logs").exists()
+

@@ -146,15 +146,40 @@ def _snakemake_argv(resolved: Optional[Path], profile: Optional[str], extra: Lis
 
 
 def cmd_run(args) -> int:
-    from specrepro.config import data_sources
     from specrepro.layout import Layout
 
     cfg = compose_campaign(args.overrides)
     # the team's tracking server first, in seconds: a wrong password found after the GPU hours loses their logging
     if not check_tracking_server(cfg, "run", Path(Layout(Path(cfg["results_dir"])).tracking("server_check"))):
         return 2
+    # One run per results folder, held by this process (released however it ends).  Snakemake's own lock is left
+    # off (--nolock): it lives in the checkout's .snakemake/locks, shared by every campaign run from the checkout,
+    # and a run that ends removes that whole folder, so a second campaign starting at that moment failed on its
+    # lock file (FileNotFoundError: .snakemake/locks/0.input.lock).
+    import fcntl
+
+    results_dir = Path(cfg["results_dir"])
+    results_dir.mkdir(parents=True, exist_ok=True)
+    run_lock = open(results_dir / ".specrepro-run.lock", "w")
+    try:
+        fcntl.flock(run_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        run_lock.close()
+        print(f"specrepro run: another `specrepro run` is running on {results_dir}; wait for it to end, or give this "
+              f"one another results_dir=", file=sys.stderr)
+        return 2
+    try:
+        return _run_locked(args, cfg)
+    finally:
+        run_lock.close()
+
+
+def _run_locked(args, cfg) -> int:
+    from specrepro.config import data_sources
+    from specrepro.layout import Layout
+
     resolved = _write_resolved(cfg)
-    extra = list(args.snakemake_args)
+    extra = [*args.snakemake_args, "--nolock"]
     if args.cpu_only:
         extra.append(CPU_TARGET)
     argv = _snakemake_argv(resolved, args.profile, extra)
@@ -168,7 +193,7 @@ def cmd_run(args) -> int:
     # here, in seconds, before builds and servers start
     layout = Layout(Path(cfg["results_dir"]))
     records = [] if args.cpu_only else sorted(layout.dataset(d) for d in data_sources(cfg))
-    rc = subprocess.call(_snakemake_argv(resolved, args.profile, [*records, "--quiet", "rules"]),
+    rc = subprocess.call(_snakemake_argv(resolved, args.profile, [*records, "--quiet", "rules", "--nolock"]),
                          cwd=PROJECT_ROOT) if records else 0
     if rc == 0:
         rc = subprocess.call(argv, cwd=PROJECT_ROOT)
