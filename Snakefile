@@ -6,13 +6,14 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-from specrepro.arm_plan import thawed
+from specrepro.arm_plan import plan_as_params, thawed
 from specrepro.tracking_server import remote_uri
 from specrepro.plan_text import planned_server_command
 from specrepro.workflow_support import (
     Rounds,
     arm_constraint,
     campaign_for_snakemake,
+    launch_number,
     targets,
 )
 

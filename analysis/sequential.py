@@ -51,6 +51,7 @@ round from the table, so nothing but the runs needs to persist between rounds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -298,6 +299,165 @@ def stopping_rule(policy: Policy, settings: Dict[str, Any], family: int) -> str:
               f"repeated confidence intervals (95% over all rounds together).")
 
 
+@dataclass
+class _Looks:
+    """Every sequential claim's state over the rounds replayed so far (one simulated path: the rule's arrays are
+    (paths, claims, looks), here with one path)."""
+
+    family: List[Dict[str, Any]]
+    rounds: int
+    status: np.ndarray = field(init=False)
+    decided_at: np.ndarray = field(init=False)
+    crossed_at: np.ndarray = field(init=False)
+    not_testable: np.ndarray = field(init=False)
+    p_claim: np.ndarray = field(init=False)
+    p_contra: np.ndarray = field(init=False)
+    # effective launches per claim and look, and the estimate (relative delta, its SE, df) behind each test
+    info: np.ndarray = field(init=False)
+    est: np.ndarray = field(init=False)
+    details: List[List[str]] = field(init=False)
+    looks: int = 0
+
+    def __post_init__(self) -> None:
+        m, K = len(self.family), self.rounds
+        self.status = np.zeros((1, m), dtype=int)
+        self.decided_at = np.full((1, m), -1, dtype=int)
+        self.crossed_at = np.full((1, m), -1, dtype=int)
+        self.not_testable = np.zeros(m, dtype=bool)
+        self.p_claim = np.full((1, m, K), np.nan)
+        self.p_contra = np.full((1, m, K), np.nan)
+        self.info = np.zeros((m, K))
+        self.est = np.full((m, K, 3), np.nan)
+        self.details = [[""] * K for _ in range(m)]
+
+    def open_rows(self) -> List[int]:
+        return [i for i in range(len(self.family)) if self.status[0, i] == OPEN]
+
+    def arms_needed(self) -> List[str]:
+        return sorted({a for i in self.open_rows() for a in arms_of(self.family[i])})
+
+
+def _split_family(claims: List[Dict[str, Any]], invalid: Mapping[str, Any], unjudged: Mapping[str, str]
+                  ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(the claims the sequential rule decides, the others): a claim on an unjudged metric or an invalid arm is
+    judged once, at the end, like a fixed design's."""
+    family, others = [], []
+    for c in claims:
+        sequential = (c.get("expect") in SEQUENTIAL_KINDS and c.get("metric") not in unjudged
+                      and not any(a in invalid for a in arms_of(c)))
+        (family if sequential else others).append(c)
+    return family, others
+
+
+def _test_look(state: _Looks, j: int, target: int, counts: Mapping[str, int], by_key: Mapping[Any, pd.DataFrame],
+               empty: pd.DataFrame, reference_repeats, settings: Dict[str, Any], questions) -> None:
+    """Look j's test of every open claim, on each arm's first `target` launches."""
+    for i, c in enumerate(state.family):
+        if state.status[0, i] != OPEN:
+            continue
+        n_arm = {a: min(target, counts.get(a, 0)) for a in arms_of(c)}
+        state.info[i, j] = effective_launches(n_arm.values())
+        g = by_key.get((c["benchmark"], c.get("metric")), empty)
+        g = g[g["arm"].isin(list(n_arm)) & (g["_rank"] <= g["arm"].map(n_arm))]
+        # floors (within-launch noise) only reach an arm measured on one launch (a final, partial round)
+        floors = noise_floors(g, reference_repeats, settings) if min(n_arm.values()) < 2 else {}
+        result = judge_claim(c, g, floors, settings, questions)
+        e = _estimate(result)
+        state.details[i][j] = result.get("detail", "")
+        if result.get("not_testable"):  # identical launches, no prior: no later round can give a test
+            state.not_testable[i] = True
+            state.est[i, j] = (result["delta"]["relative"], 0.0, math.nan)
+            continue
+        if e is None:
+            continue
+        state.est[i, j] = e
+        pc, pn = claim_tests(c["expect"], e[0], e[1], e[2], float(c.get("margin", settings["default_margin"])),
+                             float(c.get("fraction", 0.9)))
+        state.p_claim[0, i, j], state.p_contra[0, i, j] = float(pc), float(pn)
+
+
+def _apply_rule(state: _Looks, j: int, policy: Policy, alpha: float, holm: bool) -> List[str]:
+    """Look j's boundaries applied to the open claims; the ids it decided."""
+    m = len(state.family)
+    # every claim open at look j has information at looks 0..j (it was open at each)
+    nominal_claim = np.full((m, m if holm and m else 1, j + 1), np.nan)
+    nominal_contra = np.full((m, j + 1), np.nan)
+    for i in state.open_rows():
+        nominal_contra[i] = nominal_levels(state.info[i, :j + 1], policy.max, alpha, policy.spending, policy.rho)
+        for r in range(nominal_claim.shape[1]):
+            level = alpha / (m - r) if holm else alpha
+            nominal_claim[i, r] = nominal_levels(state.info[i, :j + 1], policy.max, level, policy.spending, policy.rho)
+    before = state.status.copy()
+    rule_step(state.status, state.decided_at, j, state.p_claim[:, :, :j + 1], state.p_contra[:, :, :j + 1],
+              nominal_claim, nominal_contra, state.crossed_at)
+    stuck = (state.status[0] == OPEN) & state.not_testable
+    state.status[0, stuck], state.decided_at[0, stuck], state.crossed_at[0, stuck] = INCONC, j, j
+    state.looks = j + 1
+    return [state.family[i]["id"] for i in range(m) if before[0, i] == OPEN and state.status[0, i] != OPEN]
+
+
+def _replay_rounds(state: _Looks, policy: Policy, counts: Mapping[str, int], test_look, alpha: float, holm: bool,
+                   final: bool) -> Dict[str, Any]:
+    """Each round in turn, while every arm still needed has its launches: its tests, then the rule.  What stopped
+    the replay: `incomplete` (arm -> launches it lacks), the history and warnings, the arms still needed."""
+    sched = policy.schedule
+    needed = state.arms_needed()
+    history, warnings, incomplete = [], [], {}
+    for j in range(policy.rounds):
+        target = sched[j]
+        lacking = {a: target - counts.get(a, 0) for a in needed if counts.get(a, 0) < target}
+        if lacking and not final:
+            incomplete = lacking
+            break
+        if lacking and j > 0 and all(counts.get(a, 0) <= sched[j - 1] for a in needed):
+            break  # final, and nothing measured beyond the last evaluated round
+        if lacking:
+            warnings.append(f"round {j + 1} evaluated on what was measured (final): "
+                            + ", ".join(f"{a} has {counts.get(a, 0)} of {target} launches" for a in sorted(lacking)))
+        test_look(state, j, target)
+        decided_now = _apply_rule(state, j, policy, alpha, holm)
+        needed = state.arms_needed()
+        history.append({"round": j + 1, "launches": target, "decided": decided_now, "arms_needed": needed})
+        if not needed or (final and lacking):
+            break
+    return {"incomplete": incomplete, "history": history, "warnings": warnings, "needed": needed}
+
+
+def _claim_row(state: _Looks, i: int, policy: Policy, alpha: float) -> Dict[str, Any]:
+    """A sequential claim's verdict row: its status, the look whose numbers decided it, its repeated interval."""
+    c, looks, K = state.family[i], state.looks, policy.rounds
+    s, k = int(state.status[0, i]), int(state.decided_at[0, i])
+    # the look whose numbers decided it: Holm's passed-on alpha can let an earlier look's statistic cross
+    at = int(state.crossed_at[0, i]) if state.crossed_at[0, i] >= 0 else (k if k >= 0 else max(looks - 1, 0))
+    e = state.est[i, at] if looks else (np.nan,) * 3
+    lvl = float(nominal_levels(state.info[i, :at + 1], policy.max, alpha, policy.spending, policy.rho)[-1]) \
+        if looks and state.info[i, at] > 0 else math.nan
+    lo, hi = repeated_interval(*map(float, e), lvl) if not math.isnan(e[0]) else (math.nan, math.nan)
+    n_at = int(round(state.info[i, at])) if looks and state.info[i, at] > 0 else None
+    row = {"id": c["id"], "expect": c["expect"], "sequential": True, "decided": s != OPEN, "verdict": VERDICT_OF.get(s),
+           "round": at + 1 if s != OPEN else None, "decided_after": k + 1 if s != OPEN else None,
+           "not_testable": bool(state.not_testable[i]), "launches": n_at,
+           "estimate": float(e[0]), "se": float(e[1]), "df": float(e[2]), "nominal_level": lvl,
+           "rci_low": lo, "rci_high": hi, "p_value": float(state.p_claim[0, i, at]) if looks else math.nan,
+           "p_contra": float(state.p_contra[0, i, at]) if looks else math.nan,
+           "arms": arms_of(c), "detail": ""}
+    row["detail"] = _detail(c, row, state.details[i][at] if looks else "", policy, looks, K)
+    return row
+
+
+def _next_round(state: _Looks, policy: Policy, counts: Mapping[str, int], every: List[str], needed: List[str],
+                warnings: List[str]) -> Dict[str, Any]:
+    """What the next round launches: each arm it needs, with the launch numbers it still lacks."""
+    looks, sched = state.looks, policy.schedule
+    n_next = sched[looks]  # looks is the 0-based index of the round to run (or to complete)
+    runs_next = every if looks == 0 else needed  # round 1 launches every arm
+    extra = [a for a, n in counts.items() if a not in needed and looks and n > sched[looks - 1]]
+    if extra:
+        warnings.append(f"arms with launches beyond their last round (ignored by the rule): {sorted(extra)}")
+    return {"round": looks + 1, "launches": n_next,
+            "arms": {a: list(range(counts.get(a, 0) + 1, n_next + 1)) for a in runs_next if counts.get(a, 0) < n_next}}
+
+
 def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings: Optional[Dict[str, Any]],
                       policy: Any, *, requests: Optional[pd.DataFrame] = None,
                       reference_repeats: Optional[Dict[str, Dict[str, List[float]]]] = None,
@@ -318,140 +478,38 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
     policy = Policy.parse(policy)
     runs = check_table(runs)
     alpha = float(settings["alpha"]) / 2
-    holm = settings["multiplicity"] == "holm"
-    sched, K = policy.schedule, policy.rounds
     invalid, unjudged = invalid_arms or {}, unjudged_metrics or {}
-
-    family, others = [], []
-    for c in claims:
-        sequential = (c.get("expect") in SEQUENTIAL_KINDS and c.get("metric") not in unjudged
-                      and not any(a in invalid for a in arms_of(c)))
-        (family if sequential else others).append(c)
+    family, others = _split_family(claims, invalid, unjudged)
     m = len(family)
 
-    labels = {arm: sorted(g.unique()) for arm, g in runs.groupby("arm")["launch"]}
-    counts = {arm: len(v) for arm, v in labels.items()}
-    rank = runs.groupby("arm")["launch"].rank(method="dense")
-    runs = runs.assign(_rank=rank)
+    counts = {arm: len(g.unique()) for arm, g in runs.groupby("arm")["launch"]}
+    runs = runs.assign(_rank=runs.groupby("arm")["launch"].rank(method="dense"))
     by_key = {key: g for key, g in runs.groupby(["benchmark", "metric"], sort=False)}
-    empty = runs.iloc[:0]
+    state = _Looks(family, policy.rounds)
 
-    status = np.zeros((1, m), dtype=int)
-    decided_at = np.full((1, m), -1, dtype=int)
-    crossed_at = np.full((1, m), -1, dtype=int)
-    not_testable = np.zeros(m, dtype=bool)
-    p_claim = np.full((1, m, K), np.nan)
-    p_contra = np.full((1, m, K), np.nan)
-    info = np.zeros((m, K))
-    est = np.full((m, K, 3), np.nan)
-    details: List[List[str]] = [[""] * K for _ in range(m)]
-    needed = sorted({a for c in family for a in arms_of(c)})
-    history, warnings = [], []
-    looks, incomplete = 0, {}
+    def test_look(state: _Looks, j: int, target: int) -> None:
+        _test_look(state, j, target, counts, by_key, runs.iloc[:0], reference_repeats, settings, questions)
 
-    for j in range(K):
-        target = sched[j]
-        lacking = {a: target - counts.get(a, 0) for a in needed if counts.get(a, 0) < target}
-        if lacking and not final:
-            incomplete = lacking
-            break
-        if lacking and j > 0 and all(counts.get(a, 0) <= sched[j - 1] for a in needed):
-            break  # final, and nothing measured beyond the last evaluated round
-        if lacking:
-            warnings.append(f"round {j + 1} evaluated on what was measured (final): "
-                            + ", ".join(f"{a} has {counts.get(a, 0)} of {target} launches" for a in sorted(lacking)))
-        for i, c in enumerate(family):
-            if status[0, i] != OPEN:
-                continue
-            n_arm = {a: min(target, counts.get(a, 0)) for a in arms_of(c)}
-            info[i, j] = effective_launches(n_arm.values())
-            g = by_key.get((c["benchmark"], c.get("metric")), empty)
-            g = g[g["arm"].isin(list(n_arm)) & (g["_rank"] <= g["arm"].map(n_arm))]
-            # floors (within-launch noise) only reach an arm measured on one launch (a final, partial round)
-            floors = noise_floors(g, reference_repeats, settings) if min(n_arm.values()) < 2 else {}
-            result = judge_claim(c, g, floors, settings, questions)
-            e = _estimate(result)
-            details[i][j] = result.get("detail", "")
-            if result.get("not_testable"):  # identical launches, no prior: no later round can give a test
-                not_testable[i] = True
-                est[i, j] = (result["delta"]["relative"], 0.0, math.nan)
-                continue
-            if e is None:
-                continue
-            est[i, j] = e
-            pc, pn = claim_tests(c["expect"], e[0], e[1], e[2], float(c.get("margin", settings["default_margin"])),
-                                 float(c.get("fraction", 0.9)))
-            p_claim[0, i, j], p_contra[0, i, j] = float(pc), float(pn)
-        # every claim open at look j has information at looks 0..j (it was open at each)
-        open_rows = [i for i in range(m) if status[0, i] == OPEN]
-        nominal_claim = np.full((m, m if holm and m else 1, j + 1), np.nan)
-        nominal_contra = np.full((m, j + 1), np.nan)
-        for i in open_rows:
-            nominal_contra[i] = nominal_levels(info[i, :j + 1], policy.max, alpha, policy.spending, policy.rho)
-            for r in range(nominal_claim.shape[1]):
-                level = alpha / (m - r) if holm else alpha
-                nominal_claim[i, r] = nominal_levels(info[i, :j + 1], policy.max, level, policy.spending, policy.rho)
-        before = status.copy()
-        rule_step(status, decided_at, j, p_claim[:, :, :j + 1], p_contra[:, :, :j + 1],
-                  nominal_claim, nominal_contra, crossed_at)
-        stuck = (status[0] == OPEN) & not_testable
-        status[0, stuck], decided_at[0, stuck], crossed_at[0, stuck] = INCONC, j, j
-        looks = j + 1
-        decided_now = [family[i]["id"] for i in range(m) if before[0, i] == OPEN and status[0, i] != OPEN]
-        needed = sorted({a for i, c in enumerate(family) if status[0, i] == OPEN for a in arms_of(c)})
-        history.append({"round": j + 1, "launches": target, "decided": decided_now, "arms_needed": needed})
-        if not needed or (final and lacking):
-            break
-
-    last = looks == K or not needed or final
+    replay = _replay_rounds(state, policy, counts, test_look, alpha, settings["multiplicity"] == "holm", final)
+    looks, needed, warnings = state.looks, replay["needed"], replay["warnings"]
+    last = looks == policy.rounds or not needed or final
     if last:
-        status[status == OPEN] = INCONC
-        decided_at[status == INCONC] = looks - 1 if looks else -1
+        state.status[state.status == OPEN] = INCONC
+        state.decided_at[state.status == INCONC] = looks - 1 if looks else -1
 
-    out_claims = []
-    for i, c in enumerate(family):
-        s, k = int(status[0, i]), int(decided_at[0, i])
-        # the look whose numbers decided it: Holm's passed-on alpha can let an earlier look's statistic cross
-        at = int(crossed_at[0, i]) if crossed_at[0, i] >= 0 else (k if k >= 0 else max(looks - 1, 0))
-        e = est[i, at] if looks else (np.nan,) * 3
-        lvl = float(nominal_levels(info[i, :at + 1], policy.max, alpha, policy.spending, policy.rho)[-1]) \
-            if looks and info[i, at] > 0 else math.nan
-        lo, hi = repeated_interval(*map(float, e), lvl) if not math.isnan(e[0]) else (math.nan, math.nan)
-        verdict = VERDICT_OF.get(s)
-        n_at = int(round(info[i, at])) if looks and info[i, at] > 0 else None
-        row = {"id": c["id"], "expect": c["expect"], "sequential": True, "decided": s != OPEN, "verdict": verdict,
-               "round": at + 1 if s != OPEN else None, "decided_after": k + 1 if s != OPEN else None,
-               "not_testable": bool(not_testable[i]), "launches": n_at,
-               "estimate": float(e[0]), "se": float(e[1]), "df": float(e[2]), "nominal_level": lvl,
-               "rci_low": lo, "rci_high": hi, "p_value": float(p_claim[0, i, at]) if looks else math.nan,
-               "p_contra": float(p_contra[0, i, at]) if looks else math.nan,
-               "arms": arms_of(c), "detail": ""}
-        row["detail"] = _detail(c, row, details[i][at] if looks else "", policy, looks, K)
-        out_claims.append(row)
-    for c in others:
-        out_claims.append(_judge_other(c, runs.drop(columns="_rank"), requests, reference_repeats, questions,
-                                       settings, invalid, unjudged))
-
+    out_claims = [_claim_row(state, i, policy, alpha) for i in range(m)]
+    out_claims += [_judge_other(c, runs.drop(columns="_rank"), requests, reference_repeats, questions, settings,
+                                invalid, unjudged) for c in others]
     every = list(dict.fromkeys([*(arms or []), *sorted(set(counts) | {a for c in claims for a in arms_of(c)})]))
     arm_rows = {}
     for arm in every:
-        holders = [family[i]["id"] for i in range(m) if status[0, i] == OPEN and arm in arms_of(family[i])]
+        holders = [family[i]["id"] for i in state.open_rows() if arm in arms_of(family[i])]
         arm_rows[arm] = {"launches": counts.get(arm, 0), "needed": bool(holders) or (looks == 0 and not last),
                          "held_by": holders}
-    nxt = None
-    if not last:
-        k_next = looks  # 0-based index of the round to run (or to complete)
-        n_next = sched[k_next]
-        runs_next = every if looks == 0 else needed  # round 1 launches every arm
-        nxt = {"round": k_next + 1, "launches": n_next,
-               "arms": {a: list(range(counts.get(a, 0) + 1, n_next + 1)) for a in runs_next
-                        if counts.get(a, 0) < n_next}}
-        extra = [a for a, n in counts.items() if a not in needed and looks and n > sched[looks - 1]]
-        if extra:
-            warnings.append(f"arms with launches beyond their last round (ignored by the rule): {sorted(extra)}")
-    return {"policy": policy.as_dict(), "schedule": sched, "round": looks, "done": last,
-            "launches": sched[looks - 1] if looks else 0, "claims": out_claims, "arms": arm_rows, "next": nxt,
-            "incomplete": incomplete, "history": history, "family": m,
+    nxt = None if last else _next_round(state, policy, counts, every, needed, warnings)
+    return {"policy": policy.as_dict(), "schedule": policy.schedule, "round": looks, "done": last,
+            "launches": policy.schedule[looks - 1] if looks else 0, "claims": out_claims, "arms": arm_rows,
+            "next": nxt, "incomplete": replay["incomplete"], "history": replay["history"], "family": m,
             "rule": stopping_rule(policy, settings, m), "warnings": warnings}
 
 

@@ -14,6 +14,7 @@ arms, launches and (benchmark, metric) keys.  mu is the stated truth: the experi
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -236,6 +237,88 @@ def _se(p, n):
     return math.sqrt(max(p * (1 - p), 0.0) / n)
 
 
+@dataclass(frozen=True)
+class _Simulation:
+    """What every design of one plan is run on: the same simulated campaigns, claims and costs."""
+
+    planned: List[Dict[str, Any]]
+    series: Any
+    arms: List[str]
+    cost: np.ndarray
+    held_to_max: frozenset
+    effects: List[Optional[float]]
+    expected: List[Optional[str]]
+    n_sim: int
+    # simulate_rule's arguments after (claims, series, schedule, n_max)
+    rule_args: Tuple[Any, ...]
+
+
+def _claim_summary(sim_out: Dict[str, np.ndarray], i: int, claim: Dict[str, Any], effect, expected,
+                   n_schedule: int, n_sim: int) -> Tuple[Dict[str, Any], np.ndarray]:
+    """One claim's verdict shares and power over the simulated campaigns; the campaigns where it got its due."""
+    st, k = sim_out["status"][:, i], sim_out["decided_at"][:, i]
+    verdict = np.array([VERDICT_OF[s] for s in (REPRO, CONTRA, INCONC)], dtype=object)
+    good = (st == {REPRODUCED_: REPRO, NOT_REPRODUCED_: CONTRA}[expected]) if expected else np.ones(n_sim, dtype=bool)
+    p = {v: float(np.mean(st == s)) for v, s in zip(verdict, (REPRO, CONTRA, INCONC))}
+    return ({"id": claim["id"], "effect": effect, "expected": expected, "p": p,
+             "power": float(good.mean()) if expected else None, "mean_round": float(np.mean(k + 1)),
+             "rounds": [float(np.mean(k == j)) for j in range(n_schedule)]}, good)
+
+
+def _design_summary(sim: _Simulation, schedule: Sequence[int], n_max: int) -> Dict[str, Any]:
+    """One design (a schedule of launches per arm) on the simulated campaigns: GPU-hours, launches, power."""
+    n_sim = sim.n_sim
+    out = simulate_rule(sim.planned, sim.series, schedule, n_max, *sim.rule_args) if sim.planned else None
+    per_arm = arm_launches(sim.planned, out, schedule, sim.arms) if out else \
+        {a: np.full(n_sim, schedule[0]) for a in sim.arms}
+    for a in sim.held_to_max:
+        per_arm[a] = np.full(n_sim, schedule[-1])
+    launches = np.stack([per_arm[a] for a in sim.arms], axis=1)
+    gpu_h = launches @ sim.cost
+    rows, ok = [], np.ones(n_sim, dtype=bool)
+    for i, c in enumerate(sim.planned):
+        row, good = _claim_summary(out, i, c, sim.effects[i], sim.expected[i], len(schedule), n_sim)
+        if sim.expected[i]:
+            ok &= good
+        rows.append(row)
+    power = float(ok.mean())
+    return {"schedule": list(schedule), "gpu_hours": float(gpu_h.mean()),
+            "gpu_hours_se": float(gpu_h.std() / math.sqrt(n_sim)),
+            "launches": float(launches.sum(axis=1).mean()),
+            "launches_se": float(launches.sum(axis=1).std() / math.sqrt(n_sim)),
+            "arm_launches": {a: float(per_arm[a].mean()) for a in sim.arms},
+            "power": power, "power_se": _se(power, n_sim), "claims": rows, "_gpu": gpu_h}
+
+
+def _public(summary: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in summary.items() if k != "_gpu"}
+
+
+def _against_fixed(seq_sum: Dict[str, Any], fixed_rows: List[Dict[str, Any]], fixed: Optional[int],
+                   n_sim: int) -> Dict[str, Any]:
+    """The design beside fixed ones: the cheapest fixed design of at least its power (and the next cheaper one),
+    and the configured fixed design."""
+    out: Dict[str, Any] = {}
+    same = next((f for f in fixed_rows if f["power"] >= seq_sum["power"]), None)
+    if same is not None:
+        d = same["_gpu"] - seq_sum["_gpu"]
+        out["same_power"] = {"n": same["n"], "gpu_hours": same["gpu_hours"], "power": same["power"],
+                             "saving_gpu_hours": float(d.mean()), "saving_se": float(d.std() / math.sqrt(n_sim)),
+                             # a platform without GPUs (the CPU testbed) costs launches, not GPU-hours
+                             "saving_share": float(d.mean() / same["gpu_hours"]) if same["gpu_hours"] else 0.0}
+        cheaper = [f for f in fixed_rows if f["n"] < same["n"]]
+        if cheaper:  # the next cheaper fixed design: what the saving buys against it is power
+            out["same_power"]["below"] = {"n": cheaper[-1]["n"], "power": cheaper[-1]["power"],
+                                          "gpu_hours": cheaper[-1]["gpu_hours"]}
+    if fixed:
+        f = next(f for f in fixed_rows if f["n"] == fixed)
+        d = f["_gpu"] - seq_sum["_gpu"]
+        out["configured"] = {"n": fixed, "gpu_hours": f["gpu_hours"], "power": f["power"], "power_se": f["power_se"],
+                             "claims": f["claims"], "difference_gpu_hours": float(d.mean()),
+                             "difference_se": float(d.std() / math.sqrt(n_sim))}
+    return out
+
+
 def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
                 noise: Mapping[Tuple[str, str], Tuple[float, float]], repeats: Mapping[str, int], policy: Any,
                 launch_gpu_hours: Mapping[str, float], settings: Optional[Dict[str, Any]] = None,
@@ -263,84 +346,34 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
     top = max(policy.max, fixed or 0, fixed_up_to or 2 * policy.max)
     rng = np.random.default_rng(seed)
     keys = {(a, c["benchmark"], c["metric"]) for c in planned for a in arms_of(c)}
-    series = simulate_series({k: truth[k] for k in sorted(keys)}, noise, repeats, top, n_sim, rng)
-    cost = np.array([float(launch_gpu_hours[a]) for a in arms])
-    held_to_max = {a for c in unplanned for a in arms_of(c)}
     effects = [true_effect(c, truth) for c in planned]
-    expected = [expected_verdict(c, e, margin) for c, e in zip(planned, effects)]
-    priors = settings.get("launch_noise_prior") or {}
-
-    # the family: Holm counts every sequential claim, simulated or not (an unplanned one never rejects here)
-    def run(schedule, n_max):
-        if not planned:
-            return None
-        return simulate_rule(planned, series, schedule, n_max, alpha, holm, policy.spending, policy.rho, margin,
-                             questions, priors, len(seq))
-
-    def summary(schedule, n_max):
-        sim = run(schedule, n_max)
-        per_arm = arm_launches(planned, sim, schedule, arms) if sim else {a: np.full(n_sim, schedule[0]) for a in arms}
-        for a in held_to_max:
-            per_arm[a] = np.full(n_sim, schedule[-1])
-        launches = np.stack([per_arm[a] for a in arms], axis=1)
-        gpu_h = launches @ cost
-        rows, ok = [], np.ones(n_sim, dtype=bool)
-        for i, c in enumerate(planned):
-            st, k = sim["status"][:, i], sim["decided_at"][:, i]
-            verdict = np.array([VERDICT_OF[s] for s in (REPRO, CONTRA, INCONC)], dtype=object)
-            good = (st == {REPRODUCED_: REPRO, NOT_REPRODUCED_: CONTRA}[expected[i]]) if expected[i] else \
-                np.ones(n_sim, dtype=bool)
-            if expected[i]:
-                ok &= good
-            p = {v: float(np.mean(st == s)) for v, s in zip(verdict, (REPRO, CONTRA, INCONC))}
-            rows.append({"id": c["id"], "effect": effects[i], "expected": expected[i],
-                         "p": p, "power": float(good.mean()) if expected[i] else None,
-                         "mean_round": float(np.mean(k + 1)),
-                         "rounds": [float(np.mean(k == j)) for j in range(len(schedule))]})
-        power = float(ok.mean())
-        return {"schedule": list(schedule), "gpu_hours": float(gpu_h.mean()),
-                "gpu_hours_se": float(gpu_h.std() / math.sqrt(n_sim)),
-                "launches": float(launches.sum(axis=1).mean()),
-                "launches_se": float(launches.sum(axis=1).std() / math.sqrt(n_sim)),
-                "arm_launches": {a: float(per_arm[a].mean()) for a in arms},
-                "power": power, "power_se": _se(power, n_sim), "claims": rows, "_gpu": gpu_h}
-
-    seq_sum = summary(policy.schedule, policy.max)
-    fixed_rows = []
-    for n in range(2, top + 1):
-        f = summary([n], n)
-        fixed_rows.append({k: v for k, v in f.items() if k != "_gpu"} | {"n": n, "_gpu": f["_gpu"]})
-    same = next((f for f in fixed_rows if f["power"] >= seq_sum["power"]), None)
+    sim = _Simulation(
+        planned=planned, series=simulate_series({k: truth[k] for k in sorted(keys)}, noise, repeats, top, n_sim, rng),
+        arms=arms, cost=np.array([float(launch_gpu_hours[a]) for a in arms]),
+        held_to_max=frozenset(a for c in unplanned for a in arms_of(c)), effects=effects,
+        expected=[expected_verdict(c, e, margin) for c, e in zip(planned, effects)], n_sim=n_sim,
+        # the family: Holm counts every sequential claim, simulated or not (an unplanned one never rejects here)
+        rule_args=(alpha, holm, policy.spending, policy.rho, margin, questions,
+                   settings.get("launch_noise_prior") or {}, len(seq)))
+    seq_sum = _design_summary(sim, policy.schedule, policy.max)
+    fixed_rows = [{**_public(f), "n": n, "_gpu": f["_gpu"]}
+                  for n, f in ((n, _design_summary(sim, [n], n)) for n in range(2, top + 1))]
+    cost = sim.cost
     out = {"policy": policy.as_dict(), "schedule": policy.schedule, "n_sim": n_sim, "seed": seed,
            "boundaries": boundary_table(policy, alpha),
            "gpu_hours": {"min": float(policy.min * cost.sum()), "max": float(policy.max * cost.sum()),
                          "expected": seq_sum["gpu_hours"], "expected_se": seq_sum["gpu_hours_se"]},
            "launches": {"min": policy.min * len(arms), "max": policy.max * len(arms),
                         "expected": seq_sum["launches"], "expected_se": seq_sum["launches_se"]},
-           "sequential": {k: v for k, v in seq_sum.items() if k != "_gpu"},
-           "fixed": [{k: v for k, v in f.items() if k != "_gpu"} for f in fixed_rows],
+           "sequential": _public(seq_sum), "fixed": [_public(f) for f in fixed_rows],
            "unplanned": [c["id"] for c in unplanned], "launch_gpu_hours": dict(launch_gpu_hours),
            "family": len(seq)}
-    if same is not None:
-        d = same["_gpu"] - seq_sum["_gpu"]
-        out["same_power"] = {"n": same["n"], "gpu_hours": same["gpu_hours"], "power": same["power"],
-                             "saving_gpu_hours": float(d.mean()), "saving_se": float(d.std() / math.sqrt(n_sim)),
-                             # a platform without GPUs (the CPU testbed) costs launches, not GPU-hours
-                             "saving_share": float(d.mean() / same["gpu_hours"]) if same["gpu_hours"] else 0.0}
-        cheaper = [f for f in fixed_rows if f["n"] < same["n"]]
-        if cheaper:  # the next cheaper fixed design: what the saving buys against it is power
-            out["same_power"]["below"] = {"n": cheaper[-1]["n"], "power": cheaper[-1]["power"],
-                                          "gpu_hours": cheaper[-1]["gpu_hours"]}
+    against = _against_fixed(seq_sum, fixed_rows, fixed, n_sim)
+    out.update({k: against[k] for k in ("same_power",) if k in against})
     # round 1 must be able to decide something, or `min` launches are only the first part of a larger fixed design
     out["first_round"] = {"decides": max((c["rounds"][0] for c in seq_sum["claims"]), default=0.0),
                           "t": out["boundaries"][0]["t"], "df": out["boundaries"][0]["df"]}
-    if fixed:
-        f = next(f for f in fixed_rows if f["n"] == fixed)
-        d = f["_gpu"] - seq_sum["_gpu"]
-        out["configured"] = {"n": fixed, "gpu_hours": f["gpu_hours"], "power": f["power"], "power_se": f["power_se"],
-                             "claims": f["claims"],
-                             "difference_gpu_hours": float(d.mean()),
-                             "difference_se": float(d.std() / math.sqrt(n_sim))}
+    out.update({k: against[k] for k in ("configured",) if k in against})
     return out
 
 

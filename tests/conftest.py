@@ -168,7 +168,7 @@ def claims_needing_more_than(arms, benchmarks) -> list:
 def mlflow_server(backend_store: str, *extra: str, command: str = "server", env=None, port=None, log=None):
     """A real MLflow tracking server / UI on a free loopback port (or `port`: a restart on the same address); yields
     its URL.  `env`: added to its environment (an auth app's settings); `log`: a file for its output."""
-    from specrepro.serve import free_port
+    from specrepro.procs import free_port
     from specrepro.tracking import ui_answers
 
     port = port or free_port("127.0.0.1")

@@ -61,7 +61,7 @@ def test_equal_values_in_other_spellings_and_the_version_pin():
 
 
 def test_an_unreadable_server_info_is_a_problem(tmp_path):
-    from specrepro.serve import free_port
+    from specrepro.procs import free_port
 
     check = ec.probe(f"http://127.0.0.1:{free_port('127.0.0.1')}", {"tp_size": 1}, "0.5.20", timeout_s=2)
     assert not check["valid"] and "/server_info could not be read" in check["problems"][0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from conftest import ROOT, standin_processes, standin_overrides, write_behaviour
 from specrepro.config import compose
+from specrepro.arm_plan import build_arm_plan, plan_as_params, plan_from_params
 from specrepro.serve import ServeError, serve_bench_job
 from specrepro.sources import cached_release_tree
 
@@ -59,7 +61,9 @@ def run_arm(cfg, image):
     if not resolved.is_file():
         resolved.write_text(dump_resolved(cfg))
     with open(log, "a") as fh:
-        return serve_bench_job(cfg, "main_rs_on", image, [], out, fh)
+        # the plan as the Snakefile hands it to the job: through its params, pickled
+        plan = plan_from_params(pickle.loads(pickle.dumps(plan_as_params(build_arm_plan(cfg, "main_rs_on")))))
+        return serve_bench_job(plan, image, [], out, fh)
 
 
 def behaviour_of(cfg):
@@ -188,10 +192,10 @@ def test_signal_to_the_campaign_tears_every_server_down(tmp_path, sig):
     assert not list(results.glob("arms/main_rs_on/gsm8k/r*/run.json"))
 
 
-def test_one_measuring_job_composes_once_and_builds_one_plan_and_one_launch_context(arm_cfg, monkeypatch):
-    """The measuring job hands its arm's plan down: the config is composed once (by the entry point: here, before the
-    job), the job builds one ArmPlan and one launch context, and preflight, GPU facts, the server and its clients all
-    run with them."""
+def test_one_measuring_job_composes_nothing_builds_no_plan_and_one_launch_context(arm_cfg, monkeypatch):
+    """The measuring job is handed its arm's plan (the Snakefile's, through the rule's params): it composes no config,
+    builds no ArmPlan, builds one launch context, and preflight, GPU facts, the server and its clients all run with
+    them."""
     from specrepro import arm_plan, campaign, config, serve
 
     cfg, image = arm_cfg(repeats=1, questions=4)
@@ -209,7 +213,7 @@ def test_one_measuring_job_composes_once_and_builds_one_plan_and_one_launch_cont
     monkeypatch.setattr(serve, "job_context", counting("context", serve.job_context))
     monkeypatch.setattr(campaign.Campaign, "__init__", counting("campaign", campaign.Campaign.__init__))
     record = run_arm(cfg, image)
-    assert counts == {"compose": 0, "check_resolved": 0, "plan": 1, "context": 1, "campaign": 0}, counts
+    assert counts == {"compose": 0, "check_resolved": 0, "plan": 0, "context": 1, "campaign": 0}, counts
     # the server, its preflight and its GPU facts ran under that one context's launch id
     [event] = [e for e in launch_events(cfg) if e["event"] == "start"]
     assert record["launches"][0]["launch_id"] == event["launch_id"]

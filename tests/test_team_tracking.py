@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, mlflow_server, specrepro, standin_overrides, write_behaviour
-from specrepro.serve import free_port
+from specrepro.procs import free_port
 
 ADMIN = ("admin", "admin-pw-7d21c4e9")
 # the campaign's user: creates the experiment, logs every run

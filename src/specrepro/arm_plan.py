@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from specrepro.cost import repeats_of
 from specrepro.layout import Layout
 from specrepro.rounds import max_launches
-from specrepro.sglang_flags import load_table, render_flags, requested_fields
+from specrepro.sglang_flags import load_table, owned_argv, render_flags, requested_fields
 
 SERVER_MODULE = "sglang.launch_server"
 BENCH_SERVING_MODULE = "sglang.benchmark.serving"
@@ -207,17 +207,6 @@ def client_data_files(bench: Dict[str, Any]) -> List[str]:
     return [bench["serving"]["sharegpt"]["path"]] if needs_sharegpt(bench["serving"]) else []
 
 
-def owned_flags(serve: Dict[str, Any]) -> List[str]:
-    """The flags specrepro sets on every launch (after --host and --port)."""
-    out = []
-    if serve["decode_log_interval"] is not None:
-        # unset: sglang's own default (40), so the log costs the measured server what it costs users
-        out += ["--decode-log-interval", str(serve["decode_log_interval"])]
-    if serve["enable_metrics"]:
-        out.append("--enable-metrics")
-    return out
-
-
 def arm_runs(name: str, benchmarks: List[str], cfg: Dict[str, Any]) -> List[BenchRun]:
     launches = max_launches(cfg["experiment"].get("launches"))
     numbers = [0] if launches == 1 else range(1, launches + 1)
@@ -262,7 +251,7 @@ def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
         sglang_version=cfg["sglang"]["version"], ref=ref, pinned_ref=cfg["sglang"]["git_ref"], series=series,
         series_key=frozen(series_key),
         server_args=frozen(args), arm_flags=tuple(render_flags(args, table)),
-        owned_flags=tuple(owned_flags(cfg["serve"])),
+        owned_flags=tuple(owned_argv(cfg["serve"])),
         requested_fields=frozen(requested_fields(args, table, cfg["serve"])), python=serving_python(cfg),
         benchmarks=frozen(benchmarks), runs=tuple(arm_runs(name, list(benchmarks), cfg)),
         launches=max_launches(cfg["experiment"].get("launches")),
@@ -277,3 +266,20 @@ def arm_plans(cfg: Dict[str, Any]) -> Dict[str, ArmPlan]:
     """Every arm's plan, in the experiment's order."""
     table = load_table(cfg["sglang"]["version"], Path(cfg["cache_dir"]))
     return {name: build_arm_plan(cfg, name, table) for name in cfg["experiment"]["arms"]}
+
+
+def plan_as_params(plan: ArmPlan) -> Dict[str, Any]:
+    """The plan as plain values, for a Snakemake `params:` entry: a job's script gets the plan the Snakefile built
+    (`plan_from_params`) instead of the whole config to build it again.  Plain, so Snakemake can pickle it into the
+    script and compare it for its params rerun trigger."""
+    out = {f.name: thawed(getattr(plan, f.name)) for f in fields(plan)}
+    out["runs"] = [asdict(r) for r in plan.runs]
+    out["layout"] = str(plan.layout.root)
+    return out
+
+
+def plan_from_params(params: Mapping[str, Any]) -> ArmPlan:
+    values = {f.name: frozen(params[f.name]) for f in fields(ArmPlan)}
+    values["runs"] = tuple(BenchRun(**r) for r in params["runs"])
+    values["layout"] = Layout(Path(params["layout"]))
+    return ArmPlan(**values)

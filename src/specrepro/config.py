@@ -21,14 +21,12 @@ from specrepro.errors import SpecreproError, hydra_message
 from specrepro.cost import campaign_cost
 from specrepro.redaction import SECRET_NAME
 from specrepro.rounds import policy_of
-from specrepro.sglang_flags import load_table
+from specrepro.sglang_flags import OWNED_FLAG_NAMES, load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[2]))
 CONF_DIR = PROJECT_ROOT / "conf"
 # Each benchmark kind's settings section.
 BENCHMARK_KINDS = {"gsm8k": "gsm8k", "bench_serving": "serving"}
-# Flags the pipeline owns per server launch; a config may not set them.
-PIPELINE_OWNED_FLAGS = {"--host", "--port", "--decode-log-interval", "--enable-metrics"}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -489,7 +487,7 @@ def _flag_problems(cfg: Dict[str, Any]) -> List[str]:
                     f"{where}.{key}: sglang {table.version} has no server flag "
                     f"--{key.lstrip('-').replace('_', '-')}{hint_text}"
                 )
-            elif flag.name in PIPELINE_OWNED_FLAGS:
+            elif flag.name in OWNED_FLAG_NAMES:
                 problems.append(f"{where}.{key}: {flag.name} is set by specrepro per launch (see serve.*)")
             elif flag.kind == "bool" and not isinstance(value, bool):
                 problems.append(f"{where}.{key}: {flag.name} is a switch; give true or false, got {value!r}")

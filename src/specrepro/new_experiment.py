@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from string import Template
 from typing import Dict, List, Optional
 
 from specrepro.errors import SpecreproError
@@ -47,99 +48,23 @@ def patch_name(i: int, patch: Path) -> str:
     return f"{i:04d}-{stem if stem.endswith(('.patch', '.diff')) else stem + '.patch'}"
 
 
+# The skeleton's files (templates/new_experiment/, `string.Template` placeholders) by where each is written.
+SKELETON = {
+    "patches/{name}/series.yaml": "series.yaml",
+    "conf/arm/{name}/baseline.yaml": "arm_baseline.yaml",
+    "conf/arm/{name}/patched.yaml": "arm_patched.yaml",
+    "conf/claims/{name}.yaml": "claims.yaml",
+    "conf/experiment/{name}.yaml": "experiment.yaml",
+    "conf/experiment/{name}_cpu.yaml": "experiment_cpu.yaml",
+}
+TEMPLATES = Path(__file__).resolve().parent / "templates" / "new_experiment"
+
+
 def files_for(name: str, title: str, patch_names: List[str], series_dir: str) -> Dict[str, str]:
-    quoted = title.replace('"', "'")
-    patch_lines = "\n".join(f"  - path: {p}" for p in patch_names)
-    return {
-        f"patches/{name}/series.yaml": f'''# The change under test (patches/README.md has the keys and the check protocol).
-title: "{quoted}"
-description: >-
-  What the patched code should do differently, in one paragraph (shown in the report and in MLflow).
-source: PR.md
-patches:
-{patch_lines}
-# An upstream sglang release that carries this change, if any: its CPU checks can hold the patch to it.
-# reference_sglang: <version>
-# The change's own checks: a probe run on each sglang tree (CPU) or inside each arm's image (GPU), and a judge
-# over what the probes recorded.  Without any, only the generic checks run (it applies, compiles, imports) and the
-# report says so.  Example:
-# checks:
-#   - name: my_function
-#     where: cpu
-#     probe: checks/probe.py
-#     trees: [patched, unpatched]
-#     judge: checks/judge.py
-checks: []
-''',
-        f"conf/arm/{name}/baseline.yaml": '''# The pinned sglang as released: what the change is measured against.
-description: sglang as pinned, unpatched
-# sglang server flags this arm adds to the model's (field names: speculative_use_rejection_sampling: true)
-extra_server_args: {}
-benchmarks: [gsm8k]
-''',
-        f"conf/arm/{name}/patched.yaml": f'''# The pinned sglang with the series applied.
-description: "sglang as pinned + {quoted}"
-patch_series: {name}
-extra_server_args: {{}}
-benchmarks: [gsm8k]
-''',
-        f"conf/claims/{name}.yaml": f'''# The claims of "{quoted}" (patches/{name}/PR.md): one per sentence you want judged; quote the sentence
-# above each.  expect: decrease | increase | equal (within `margin`) | not_below | restores (closes `fraction` of
-# the gap from `from` to `against`) | zero | outputs_unchanged.  Verdicts: REPRODUCED / NOT REPRODUCED /
-# INCONCLUSIVE, with Holm's correction over the claims.
-claims:
-  # "<the PR's sentence this claim encodes>"
-  - id: patched_changes_accept_length
-    text: The change raises accept length on GSM8K.
-    benchmark: gsm8k
-    metric: accept_length
-    arm: patched
-    against: baseline
-    expect: increase
-''',
-        f"conf/experiment/{name}.yaml": f'''# @package _global_
-# "{quoted}" on the default platform and model (conf/config.yaml); pick others with platform=... model=...
-defaults:
-  - /bench@benchmarks.gsm8k: gsm8k
-  - /arm/{name}@experiment.arms.baseline: baseline
-  - /arm/{name}@experiment.arms.patched: patched
-  - _self_
-
-experiment:
-  name: {name}
-  description: "{quoted}"
-  repeats: 3
-  baseline_arm: baseline
-  claims: claims/{name}.yaml
-  patch_series:
-    {name}: {series_dir}
-  # the PR's published figures, arm -> benchmark -> metric -> value, and where they were measured
-  reference: {{}}
-
-benchmarks:
-  gsm8k:
-    # what the PR says this table shows, in its own words
-    headline: {{note: ""}}
-''',
-        f"conf/experiment/{name}_cpu.yaml": f'''# @package _global_
-# "{quoted}" on sglang's real server on this CPU with the toy model pair (conf/testbed/cpu_toy.yaml): the change's
-# mechanism, not a GPU's performance.
-defaults:
-  - {name}
-  - /testbed: cpu_toy
-  - _self_
-
-experiment:
-  name: {name}_cpu
-  # what theory predicts per arm and benchmark (specrepro.theory): how each arm's draft proposes, e.g.
-  #   baseline: {{gsm8k: {{draft_temperature: 0}}}}
-  theory: {{}}
-
-benchmarks:
-  gsm8k:
-    gsm8k: {{num_questions: 16, num_shots: 1, max_new_tokens: 64, parallel: 4}}
-''',
-    }
+    values = {"name": name, "quoted": title.replace('"', "'"), "series_dir": series_dir,
+              "patch_lines": "\n".join(f"  - path: {p}" for p in patch_names)}
+    return {where.format(name=name): Template((TEMPLATES / template).read_text()).substitute(values)
+            for where, template in SKELETON.items()}
 
 
 def new_experiment(name: str, patches: List[Path], pr: Optional[Path], root: Path, project_root: Path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import socket
 import subprocess
 from typing import IO, List
 
@@ -19,3 +20,9 @@ def run_logged(cmd: List[str], log: IO, **kwargs) -> int:
         log.write(redact(proc.stdout + proc.stderr))
         return proc.returncode
     return subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -1,7 +1,7 @@
-"""Serve one arm: one server, warmed once, every benchmark and repeat against it.
+"""The measuring job's steps: one arm, one server launch, warmed once, every benchmark and repeat against it.
 
-The server runs in its own process group (or container) and is torn down on
-success, failure, timeout, SIGINT and SIGTERM.  Each repeat is a separate
+The server's lifecycle (start, readiness, warm-up, a teardown on success, failure, timeout, SIGINT and SIGTERM) is
+`specrepro.server_process`'s; this module runs the preflight, the launch and its measurements.  Each repeat is a separate
 benchmark invocation (the argv `plan` prints); its accept length is read from
 three sources scoped to its window (decode-log byte offsets of this launch,
 per-request meta_info, /metrics deltas).
@@ -20,227 +20,24 @@ import io
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence
+from typing import IO, Any, Dict, List, Optional, Sequence
 
 import requests
 
-from specrepro.errors import SpecreproError
 from specrepro import accept_length as al
 from specrepro import effective_config, gpu_facts
 from specrepro.arm_plan import ArmPlan, BenchRun
 from specrepro.fileio import write_json
 from specrepro.launch import LaunchContext, Launcher, granted_gpus, job_context
-from specrepro.redaction import mask_bytes, redact, secret_values
-
-READY_LINE = "The server is fired up and ready to roll!"
-
-
-class ServeError(SpecreproError, RuntimeError):
-    """A server that crashed, never became ready or stopped answering."""
-
-
-def host_facts() -> Dict[str, str]:
-    """Where the job ran (the GPU facts come from inside the image: specrepro.gpu_facts)."""
-    return {"host": socket.gethostname()}
-
-
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def log_tail(path: Path, lines: int = 40, start: int = 0) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return "(no server log)"
-    return redact("\n".join(text.splitlines()[-lines:]))
-
-
-class Server:
-    """A launched sglang server (bare process group or container)."""
-
-    def __init__(self, plan: ArmPlan, launcher: Launcher, image: Dict[str, Any], log_path: Path, ctx: LaunchContext):
-        self.plan = plan
-        self.arm = plan.name
-        self.image = image
-        self.log_path = log_path
-        self.ctx = ctx
-        self.launcher = launcher
-        self.host = plan.serve["host"]
-        self.base_url = f"http://{self.host}:{ctx.port}"
-        self.proc: Optional[subprocess.Popen] = None
-        self.launch_id = ctx.launch_id
-        self.python = image.get("python") or plan.platform["python"]
-        self.argv = self.launcher.server_argv(ctx, self.python)
-        self.log_start = 0
-        # what /server_info said after readiness (effective_config.probe)
-        self.effective: Dict[str, Any] = {}
-
-    def env(self) -> Dict[str, str]:
-        """The environment of processes specrepro starts (the runtime, a bare server, host clients)."""
-        env = self.launcher.process_env(self.ctx)
-        if self.image.get("pythonpath"):
-            env["PYTHONPATH"] = os.pathsep.join([self.image["pythonpath"], env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        return env
-
-    # --- lifecycle ------------------------------------------------------------
-    def start(self) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.launcher.prepare(self.ctx)
-        self.launcher.write_secrets(self.ctx)  # read-only files for docker/podman; removed in stop()
-        self.log_fh = open(self.log_path, "ab", buffering=0)
-        # Readiness and windows read this launch's part of the log only.
-        self.log_start = self.log_path.stat().st_size
-        self.log_fh.write(f"# specrepro launch {self.launch_id}: {redact(shlex.join(self.argv))}\n".encode())
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env(),
-                                     start_new_session=True, stdin=subprocess.DEVNULL)
-        # The server's output reaches the log through a filter that masks
-        # secret values: nothing the server prints can leak a token.
-        self.pump = threading.Thread(target=self._pump_log, daemon=True)
-        self.pump.start()
-
-    def _pump_log(self) -> None:
-        secrets = secret_values()
-        for line in iter(self.proc.stdout.readline, b""):
-            try:
-                self.log_fh.write(mask_bytes(line, secrets))
-            except (ValueError, OSError):  # log closed during teardown
-                break
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def exited_within(self, seconds: float) -> bool:
-        """Whether the server exits within `seconds` (a container runtime reports a crash a moment late)."""
-        deadline = time.monotonic() + seconds
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return not self.alive()
-
-    def tail(self, lines: int = 40) -> str:
-        return log_tail(self.log_path, lines, self.log_start)
-
-    def crashed(self, what: str) -> ServeError:
-        code = self.proc.poll() if self.proc else None
-        return ServeError(f"arm {self.arm}: server {what} (exit code {code}); last lines of this launch in "
-                          f"{self.log_path}:\n{self.tail()}")
-
-    def _this_launch_log(self) -> str:
-        with open(self.log_path, "rb") as fh:
-            fh.seek(self.log_start)
-            return fh.read().decode(errors="replace")
-
-    def wait_ready(self, timeout_s: float, progress: Optional[IO] = None,
-                   abort: Optional[Callable[[], None]] = None) -> float:
-        """Seconds until the server answers and its log says ready; `abort` is called while waiting and may raise
-        (checks that run while the model loads and failed)."""
-        start = time.monotonic()
-        last_note = start
-        while time.monotonic() - start < timeout_s:
-            if abort is not None:
-                abort()
-            if not self.alive():
-                raise self.crashed("exited before it was ready")
-            try:
-                ok = requests.get(f"{self.base_url}/health_generate", timeout=5).status_code == 200
-            except requests.RequestException:
-                ok = False
-            if ok and READY_LINE in self._this_launch_log():
-                return time.monotonic() - start
-            if progress is not None and time.monotonic() - last_note > 30:
-                last_note = time.monotonic()
-                tail = self.tail(1).strip()
-                print(f"arm {self.arm}: waiting for the server ({last_note - start:.0f} s of "
-                      f"serve.ready_timeout_s={timeout_s:.0f}); log: {tail[-160:]}", file=progress, flush=True)
-            time.sleep(0.2)
-        raise ServeError(
-            f"arm {self.arm}: server not ready after {timeout_s:.0f} s (serve.ready_timeout_s); "
-            f"last lines of this launch in {self.log_path}:\n{self.tail()}"
-        )
-
-    def warm_up(self, batches: List[Dict[str, Any]], timeout_s: float, log: Optional[IO] = None) -> None:
-        """Each benchmark's warm-up batch, sent at that benchmark's concurrency (see `warmup_batches`)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        def send(payload: Dict[str, Any]) -> None:
-            r = requests.post(f"{self.base_url}/generate", timeout=timeout_s, json=payload)
-            r.raise_for_status()
-
-        for batch in batches:
-            if log is not None:
-                print(f"arm {self.arm}: warm-up for {batch['benchmark']}: {len(batch['payloads'])} requests at "
-                      f"concurrency {batch['concurrency']}", file=log, flush=True)
-            try:
-                with ThreadPoolExecutor(max_workers=batch["concurrency"]) as pool:
-                    list(pool.map(send, batch["payloads"]))
-            except requests.RequestException as exc:
-                if self.exited_within(self.plan.serve["crash_settle_s"]):
-                    raise self.crashed("crashed during warm-up") from exc
-                raise ServeError(f"arm {self.arm}: a warm-up request for {batch['benchmark']} failed: {exc}") from exc
-
-    def stop(self, grace_s: float) -> None:
-        """Tear down the whole process group / container; idempotent."""
-        for cmd in self.launcher.stop_argv(self.ctx, grace_s):
-            try:
-                subprocess.run(cmd, capture_output=True, timeout=grace_s + 30)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self.proc is not None and self.proc.poll() is None:
-            # SIGTERM to the server alone, as `docker stop` and a user's Ctrl-C give it: sglang drains and ends its
-            # schedulers itself.  Signalled too, a scheduler dies first and sglang takes that for a crash and
-            # sleeps 5 s for crash diagnostics (0.5.20's SIGQUIT handler) on every launch.
-            try:
-                os.kill(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                self.proc.wait(timeout=30)
-        if self.proc is not None:
-            # Children that outlived the leader (sglang spawns schedulers) go too.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.launcher.remove_secrets(self.ctx)
-        if getattr(self, "pump", None) is not None:
-            self.pump.join(timeout=10)
-        if getattr(self, "log_fh", None):
-            self.log_fh.close()
-            self.log_fh = None
-
-
-@contextmanager
-def signals_raise():
-    """SIGTERM (Snakemake, Slurm) becomes an exception so `finally` tears down."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may own signal handlers
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+from specrepro.procs import free_port
+from specrepro.redaction import redact
+# ServeError is what a measuring job raises for its server: callers catch it from here
+from specrepro.server_process import Server, ServeError, log_tail, signals_raise  # noqa: F401
 
 
 def warmup_batches(plan: ArmPlan) -> List[Dict[str, Any]]:
@@ -497,11 +294,10 @@ class ChecksWhileLoading:
 
 def measure_launch(server: Server, pending: List[BenchRun], log: IO, checks: Optional[ChecksWhileLoading] = None,
                    timings: Optional[Dict[str, float]] = None) -> None:
-    """One launch's measurements: readiness (and the checks that ran meanwhile), the /server_info check, warm-up,
+    """One started server's measurements: readiness (and the checks that ran meanwhile), the /server_info check, warm-up,
     every pending run in turn."""
     plan, serve = server.plan, server.plan.serve
     timings = {} if timings is None else timings
-    server.start()
     try:
         ready_s = server.wait_ready(serve["ready_timeout_s"], progress=log,
                                     abort=checks.failed_early if checks is not None else None)
@@ -540,8 +336,6 @@ def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[Bench
     The node's own time around the server's start-up and measurements (what a launch costs beyond them) is timed
     into the launch's end event: the checks before the start, the GPU facts, the teardown.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     from specrepro.image import ensure_image
     from specrepro.preflight import in_image_checks, judge_preflight, node_checks
 
@@ -568,22 +362,24 @@ def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[Bench
     event = launch_event(plan, server, ctx, launch, image_id, preflight, pending)
     launches.append(event)
     status, error = "failed", None
+    stopping = time.monotonic()
+
+    def gpus_after() -> Dict[str, Any]:
+        nonlocal stopping
+        stopping = time.monotonic()
+        return gpu_facts.collect(plan, launcher, ctx, image, log)
+
     try:
         print("$ " + event["argv"], file=log, flush=True)
         while_loading = ChecksWhileLoading(plan, launcher, ctx, image, preflight) if during_load else None
-        measure_launch(server, pending, log, while_loading, timings)
+        with server.running(serve["idle_shutdown_grace_s"], serve["shutdown_grace_s"], while_stopping=gpus_after):
+            measure_launch(server, pending, log, while_loading, timings)
         status = "ok"
     except BaseException as exc:
         error = redact(f"{type(exc).__name__}: {exc}")[:4000]
         raise
     finally:
-        # the GPUs' state after the measurement is read while the server goes down: the teardown costs the longer
-        # of the two, not their sum
-        stopping = time.monotonic()
-        with ThreadPoolExecutor(1) as pool:
-            after = pool.submit(gpu_facts.collect, plan, launcher, ctx, image, log)
-            server.stop(serve["idle_shutdown_grace_s" if status == "ok" else "shutdown_grace_s"])
-            facts["after"] = after.result()
+        facts["after"] = getattr(server, "stopped_with", None)
         write_json(plan.arm_dir / "gpu_facts.json", facts)
         timings["teardown_s"] = round(time.monotonic() - stopping, 3)
         timings["job_s"] = round(time.monotonic() - job_started, 3)
@@ -620,7 +416,7 @@ def arm_record(plan: ArmPlan, image: Dict[str, Any], measured: Dict[str, Dict[st
     return {"arm": plan.name, "runs": {stem: {"key": rec["key"], "server_launch": rec["server_launch"]}
                                        for stem, rec in measured.items()},
             "launches": [e for e in launches.read() if e.get("launch_id") in used],
-            "placement": plan.serve["placement"], **host_facts(), "image": image,
+            "placement": plan.serve["placement"], "host": socket.gethostname(), "image": image,
             "server_log": str(arm_dir / "server.log"), "server_args": dict(plan.server_args),
             "gpu_facts": facts, "fingerprint": gpu_facts.fingerprint(facts.get("before"), image.get("image_id")),
             "effective_config": checks, "validity": validity, "missing_at_start": missing}
@@ -676,14 +472,13 @@ def _size(path: Path) -> int:
         return 0
 
 
-def serve_bench_job(config: Dict[str, Any], arm: str, image_record: Path, gpu_checks: List[Path], output: Path,
+def serve_bench_job(plan: ArmPlan, image_record: Path, gpu_checks: List[Path], output: Path,
                     log: IO, launch: Optional[int] = None, measure: bool = True,
                     launch_numbers: Optional[Sequence[int]] = None,
                     scheduled_remeasure: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-    """The measuring job: the arm's plan, built once from the job's resolved config, handed to everything below."""
-    from specrepro.arm_plan import build_arm_plan
+    """The measuring job: the arm's plan, as the Snakefile built it, handed to everything below."""
     from specrepro.gpu_check import refuse_failed
 
     refuse_failed(gpu_checks)
-    return serve_arm(build_arm_plan(config, arm), image_record, output, log, launch=launch, measure=measure,
+    return serve_arm(plan, image_record, output, log, launch=launch, measure=measure,
                      launch_numbers=launch_numbers, scheduled_remeasure=scheduled_remeasure)

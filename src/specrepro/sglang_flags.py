@@ -17,7 +17,7 @@ import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 TABLE_DIR = Path(__file__).parent / "flag_tables"
 
@@ -224,9 +224,46 @@ def requested_fields(server_args: Dict[str, Any], table: FlagTable, serve: Dict[
         flag = table.resolve_key(key)
         if flag is not None and value is not None:
             fields[flag.dest] = value
-    # specrepro adds these to a launch when configured (arm_plan.owned_flags).
-    if serve.get("decode_log_interval") is not None:
-        fields["decode_log_interval"] = serve["decode_log_interval"]
-    if serve["enable_metrics"]:
-        fields["enable_metrics"] = True
+    fields.update({owned.dest: value for owned, value in owned_flag_values(serve)})
     return fields
+
+
+@dataclass(frozen=True)
+class OwnedFlag:
+    """A server flag specrepro sets on every launch; a config may not set it (config validation names serve.*)."""
+
+    name: str
+    # the ServerArgs field it sets (what /server_info reports back)
+    dest: str
+    # the serve.<setting> its value comes from; None: the launch's own (host, port)
+    setting: Optional[str] = None
+    switch: bool = False
+
+
+# The one table of the flags specrepro owns.
+OWNED_FLAGS = (
+    OwnedFlag("--host", "host"),
+    OwnedFlag("--port", "port"),
+    # unset: sglang's own default (40), so the log costs the measured server what it costs users
+    OwnedFlag("--decode-log-interval", "decode_log_interval", "decode_log_interval"),
+    OwnedFlag("--enable-metrics", "enable_metrics", "enable_metrics", switch=True),
+)
+OWNED_FLAG_NAMES = frozenset(f.name for f in OWNED_FLAGS)
+
+
+def owned_flag_values(serve: Dict[str, Any]) -> List[Tuple[OwnedFlag, Any]]:
+    """The settings-driven owned flags this launch sets, with their values (an unset or false one is left out)."""
+    out = []
+    for owned in OWNED_FLAGS:
+        value = serve.get(owned.setting) if owned.setting else None
+        if value is not None and value is not False:
+            out.append((owned, value))
+    return out
+
+
+def owned_argv(serve: Dict[str, Any]) -> List[str]:
+    """The flags specrepro sets on every launch after --host and --port."""
+    argv: List[str] = []
+    for owned, value in owned_flag_values(serve):
+        argv += [owned.name] if owned.switch else [owned.name, str(value)]
+    return argv

@@ -566,7 +566,7 @@ def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, read
     import signal
 
     from specrepro.config import load_resolved
-    from specrepro.serve import free_port
+    from specrepro.procs import free_port
 
     out = out or sys.stdout
     results = Path(results_dir)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from specrepro.analysis.claims import check_campaign_claims
 from specrepro.campaign import Campaign
@@ -165,3 +165,9 @@ class Rounds:
         """The launch records of an arm over every round it was needed in."""
         last = self.last_round()
         return [self.layout.launch_record(arm, n) for k in range(1, last + 1) for n in self.launches(k).get(arm, [])]
+
+
+def launch_number(wildcards) -> Optional[int]:
+    """The launch a measuring job serves: its wildcard, or None for a campaign of one launch per arm (one rule body
+    serves both)."""
+    return int(wildcards.launch) if wildcards.get("launch") else None

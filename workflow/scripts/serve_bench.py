@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+from specrepro.arm_plan import plan_from_params
 from specrepro.serve import serve_bench_job
 from specrepro.stage_log import stage_log
 
@@ -9,8 +10,7 @@ with stage_log(snakemake, mode="a") as log:
     launch = snakemake.wildcards.get("launch")
     records = snakemake.input.get("launches")
     serve_bench_job(
-        snakemake.config,
-        arm=snakemake.wildcards.arm,
+        plan_from_params(snakemake.params.plan),
         image_record=Path(snakemake.input.image),
         gpu_checks=[Path(v) for v in snakemake.input.gpu_check],
         output=Path(snakemake.output.done),
