@@ -22,8 +22,8 @@ from pathlib import Path
 from string import Template
 from typing import Dict, List, Optional
 
-from specrepro.errors import SpecreproError
-from specrepro.config import SAFE_NAME
+from specrepro.util.errors import SpecreproError
+from specrepro.core.config import SAFE_NAME
 
 
 class NewExperimentError(SpecreproError, ValueError):
