@@ -59,6 +59,8 @@ import pandas as pd
 from scipy import optimize, special
 
 from specrepro.analysis import checks
+from specrepro.analysis.claims import with_category
+from specrepro.metric_names import has
 from specrepro.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
 from specrepro.analysis.analyze import (DEFAULT_SETTINGS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
                                         check_table, judge, judge_claim, noise_floors)
@@ -321,10 +323,11 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
     holm = settings["multiplicity"] == "holm"
     sched, K = policy.schedule, policy.rounds
     invalid, unjudged = invalid_arms or {}, unjudged_metrics or {}
+    claims = [with_category(c) for c in claims]  # a claim on one category judges its metric (accept_length[mixed])
 
     family, others = [], []
     for c in claims:
-        sequential = (c.get("expect") in SEQUENTIAL_KINDS and c.get("metric") not in unjudged
+        sequential = (c.get("expect") in SEQUENTIAL_KINDS and not has(unjudged, c.get("metric") or "")
                       and not any(a in invalid for a in arms_of(c)))
         (family if sequential else others).append(c)
     m = len(family)
