@@ -45,11 +45,22 @@ def interval_text(s: Optional[Dict[str, Any]], digits: int = 3) -> str:
     return f"{s['mean']:.{digits}f} ({s['ci_low']:.{digits}f} .. {s['ci_high']:.{digits}f}), n={s['n']}"
 
 
-def theory_by_metric(analysis: Dict[str, Any], bench: str) -> Dict[tuple, float]:
-    """(arm, metric) -> theory's expected value on `bench`, where theory computed one (rows without a `metric` are
-    the whole benchmark's accept length)."""
-    return {(r["arm"], r.get("metric", "accept_length")): float(r["expected"])
+def theory_by_metric(analysis: Dict[str, Any], bench: str) -> Dict[tuple, Dict[str, Any]]:
+    """(arm, metric) -> theory's row on `bench` ({expected, agrees, ...}), where theory computed an expected value
+    (rows without a `metric` are the whole benchmark's accept length)."""
+    return {(r["arm"], r.get("metric", "accept_length")): r
             for r in analysis.get("theory") or [] if r["benchmark"] == bench and r.get("expected") is not None}
+
+
+def theory_cell(theory: Dict[tuple, Dict[str, Any]], arm: str, metric: str, base: str) -> Optional[Dict[str, Any]]:
+    """Theory's prediction for `metric` on one arm: {expected, agrees}, the category's own row where one was computed
+    (it says whether that category's measurement agrees), else the benchmark's expected value (no verdict on the
+    category: nothing measured it against); None where theory computed none."""
+    own = theory.get((arm, metric))
+    if own is not None:
+        return {"expected": float(own["expected"]), "agrees": own.get("agrees")}
+    whole = theory.get((arm, base))
+    return None if whole is None else {"expected": float(whole["expected"]), "agrees": None}
 
 
 def category_table(analysis: Dict[str, Any], bench: str, arms: Sequence[str], base: str = "accept_length",
@@ -68,8 +79,8 @@ def category_table(analysis: Dict[str, Any], bench: str, arms: Sequence[str], ba
         metric = base if category is None else category_metric(base, category)
         rows.append({"category": category, "metric": metric,
                      "cells": {a: summary.get((a, metric)) for a in measured},
-                     "theory": {a: theory.get((a, metric), theory.get((a, base))) for a in measured},
+                     "theory": {a: theory_cell(theory, a, metric, base) for a in measured},
                      "claims": [c for c in claims if split_category_metric(c["metric"])[1] == category
                                 and category is not None]})
     return {"benchmark": bench, "metric": base, "arms": measured, "rows": rows,
-            "theory_arms": [a for a in measured if any(r["theory"][a] is not None for r in rows)]}
+            "with_theory": any(v is not None for r in rows for v in r["theory"].values())}

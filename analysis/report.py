@@ -396,10 +396,11 @@ def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = 
 CATEGORY_CAPTION = ("Accept length (tokens committed per verify step) over each category's requests: per arm the mean "
                     "over repeats, its 95% confidence interval (Student t over the repeats) and n repeats; the last "
                     "row is the whole benchmark's.")
-CATEGORY_THEORY_NOTE = ("Theory: what the draft rule predicts (experiment.theory). The toy model's prediction does not "
-                        "depend on the category: a draft's acceptance depends on the token chain it follows, not on "
-                        "the prompt's category, so each category shows its benchmark's prediction; '-' where theory "
-                        "computes none.")
+CATEGORY_THEORY_NOTE = ("Beside a mean, theory's prediction for that arm's draft rule (experiment.theory), flagged "
+                        "where the category's mean falls outside its band. The toy model's prediction does not depend "
+                        "on the category: a draft's acceptance depends on the token chain it follows, not on the "
+                        "prompt's category, so each category carries its benchmark's prediction; nothing is shown "
+                        "where theory computes none.")
 
 
 def category_claims_cell(claims: List[Dict[str, Any]]) -> Any:
@@ -411,18 +412,28 @@ def category_claims_cell(claims: List[Dict[str, Any]]) -> Any:
     return Cell(text, cls=verdict_class(verdicts.pop())) if len(verdicts) == 1 else text
 
 
-def category_table_block(cfg: Dict[str, Any], data: Dict[str, Any]) -> Table:
-    """One benchmark's per-category table: rows the categories (then the whole benchmark), columns the arms, theory's
-    prediction per arm where it computes one anywhere, the claims on each category with their verdicts."""
+def category_arm_cell(summary: Optional[Dict[str, Any]], theory: Optional[Dict[str, Any]], digits: int) -> Any:
+    """One arm in one category: mean (95% CI), n; theory's prediction beside it where it computed one (nothing where
+    it did not), flagged where the category's measurement falls outside theory's band."""
     from specrepro.analysis.categories import interval_text
 
+    text = interval_text(summary, digits)
+    if not summary or theory is None:
+        return text
+    if theory["agrees"] is False:
+        return Cell(text, note=f"; theory {theory['expected']:.{digits}f} (outside its band)", cls="bad")
+    return Cell(text, note=f"; theory {theory['expected']:.{digits}f}")
+
+
+def category_table_block(cfg: Dict[str, Any], data: Dict[str, Any]) -> Table:
+    """One benchmark's per-category table: rows the categories (then the whole benchmark), columns the arms (with
+    theory's prediction where it computes one), the claims on each category with their verdicts."""
     digits = METRIC_FORMAT.get(data["metric"], (data["metric"], 3))[1]
-    header = ["category", *data["arms"], *(f"theory ({a})" for a in data["theory_arms"]), "claims"]
+    header = ["category", *data["arms"], "claims"]
     rows = []
     for r in data["rows"]:
         rows.append([r["category"] or "all categories",
-                     *(interval_text(r["cells"][a], digits) for a in data["arms"]),
-                     *(_fmt(r["theory"][a], digits) for a in data["theory_arms"]),
+                     *(category_arm_cell(r["cells"][a], r["theory"][a], digits) for a in data["arms"]),
                      category_claims_cell(r["claims"])])
     note = (cfg["benchmarks"].get(data["benchmark"], {}).get("headline") or {}).get("note")
     return Table(header, rows, title=f"**{data['benchmark']}**" + (f" ({note})" if note else ""))
@@ -446,7 +457,7 @@ def category_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[
     arms = list(cfg["experiment"]["arms"])
     tables = [category_table(analysis, b, arms, configured=benchmark_categories(cfg["benchmarks"].get(b) or {}))
               for b in benches]
-    blocks: List[Any] = [Text([CATEGORY_CAPTION + (" " + CATEGORY_THEORY_NOTE if any(t["theory_arms"] for t in tables)
+    blocks: List[Any] = [Text([CATEGORY_CAPTION + (" " + CATEGORY_THEORY_NOTE if any(t["with_theory"] for t in tables)
                                                    else "")])]
     blocks += [category_table_block(cfg, t) for t in tables]
     claims = category_claim_rows(tables)

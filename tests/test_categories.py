@@ -241,10 +241,11 @@ RULE = {"draft_temperature": 0, "verify": "greedy", "acceptance": 0.75}
 EXPECTED = 1 + 0.75 + 0.75 ** 2 + 0.75 ** 3
 
 
-def theory_model():
+def theory_model(p: float = 0.75):
     from specrepro.theory import Acceptance
 
-    return {"rule": RULE, "steps": 3, "first": Acceptance.constant(0.75), "rest": Acceptance.constant(0.75)}
+    return {"rule": {**RULE, "acceptance": p}, "steps": 3, "first": Acceptance.constant(p),
+            "rest": Acceptance.constant(p)}
 
 
 def test_the_theory_of_a_benchmark_holds_for_each_category():
@@ -315,7 +316,7 @@ def test_the_per_category_table_has_the_analysis_numbers():
     from specrepro.analysis.categories import category_table
 
     t = category_table(category_report(), "speed_bench", ["base", "patched", "absent"], configured=CATEGORIES)
-    assert t["arms"] == ["base", "patched"] and t["theory_arms"] == []
+    assert t["arms"] == ["base", "patched"] and t["with_theory"] is False
     assert [r["category"] for r in t["rows"]] == [*CATEGORIES, None]
     low = t["rows"][0]
     assert low["cells"]["patched"]["mean"] == pytest.approx(4.8) and low["cells"]["base"]["n"] == 5
@@ -324,28 +325,32 @@ def test_the_per_category_table_has_the_analysis_numbers():
 
 def test_the_report_renders_accept_length_per_category():
     """Markdown and HTML: rows the categories in the config's order, each arm's mean (95% CI) n, theory's prediction
-    (the same in every category) for the arm theory computes, '-' for the arm it does not, the claims' verdicts.
+    beside the arm theory computes for (every draft accepted, 3 steps: 4.000 in every category; flagged where the
+    category's mean is outside its band), nothing beside the arm it does not, the claims' verdicts.
     base, low_entropy: 4.000, half-width t(4) 2.776 x 0.04 / sqrt(5) = 0.0497."""
     from specrepro.analysis.report import category_section
     from specrepro.document import Section, md_section, to_html
 
-    theory = {("base", "speed_bench"): theory_model()}
+    theory = {("base", "speed_bench"): theory_model(1.0)}
     section = category_section(report_cfg(), category_report(theory))
     md = md_section(section)
-    assert "### Accept length per category" in md and "does not depend on the category" in md
-    assert ("| category | base | patched | theory (base) | claims |") in md
-    assert (f"| low_entropy | 4.000 (3.950 .. 4.050), n=5 | 4.800 (4.740 .. 4.860), n=5 | {EXPECTED:.3f} | "
+    assert "### Accept length per category" in md and "prediction does not depend on the category" in md
+    assert "| category | base | patched | claims |" in md
+    assert ("| low_entropy | 4.000 (3.950 .. 4.050), n=5; theory 4.000 | 4.800 (4.740 .. 4.860), n=5 | "
             "low_up: REPRODUCED |") in md
-    assert ("| high_entropy | 3.500 (3.457 .. 3.543), n=5 | 3.500 (3.457 .. 3.543), n=5 | 2.734 | "
-            "high_up: NOT REPRODUCED |") in md
-    assert ("| mixed | 3.100 (3.062 .. 3.138), n=5 | 3.131 (2.937 .. 3.325), n=5 | 2.734 | "
+    assert ("| high_entropy | 3.500 (3.457 .. 3.543), n=5; theory 4.000 (outside its band) | "
+            "3.500 (3.457 .. 3.543), n=5 | high_up: NOT REPRODUCED |") in md
+    assert ("| mixed | 3.100 (3.062 .. 3.138), n=5; theory 4.000 (outside its band) | 3.131 (2.937 .. 3.325), n=5 | "
             "mixed_up: INCONCLUSIVE |") in md
     assert md.index("| low_entropy") < md.index("| mixed") < md.index("| high_entropy") < md.index("| all categories")
     assert "| speed_bench | low_entropy | low_up text | **REPRODUCED** | patched vs base: +20.0% (95% CI" in md
     html = to_html("t", Section("Verdicts"), [section], intro=[], lede="", footer=[])
     assert '<td class="verdict v-reproduced">low_up: REPRODUCED</td>' in html
     assert '<td class="verdict v-not-reproduced">high_up: NOT REPRODUCED</td>' in html
-    assert "<td>4.000 (3.950 .. 4.050), n=5</td>" in html and "<th>theory (base)</th>" in html
+    assert '<td>4.000 (3.950 .. 4.050), n=5<span class="note">; theory 4.000</span></td>' in html
+    assert ('<td class="bad">3.100 (3.062 .. 3.138), n=5<span class="note">; theory 4.000 (outside its band)</span>'
+            '</td>') in html
+    assert "<td>4.800 (4.740 .. 4.860), n=5</td>" in html
 
 
 def test_where_theory_computes_nothing_the_table_shows_no_number():
@@ -353,13 +358,14 @@ def test_where_theory_computes_nothing_the_table_shows_no_number():
     from specrepro.document import md_section
 
     md = md_section(category_section(report_cfg(), category_report()))
-    assert "theory" not in md.split("| category |")[1].split("\n")[0]  # no theory column at all
-    # an arm with a prediction beside one without: the one without shows '-', never a number
+    assert "theory" not in md
+    # theory computes no expected value for patched (a rule it cannot weigh): nothing beside patched's means
     analysis = category_report()
     analysis["theory"] = [{"arm": "patched", "benchmark": "speed_bench", "expected": None},
-                          {"arm": "base", "benchmark": "speed_bench", "expected": 2.5}]
+                          {"arm": "base", "benchmark": "speed_bench", "expected": 2.5, "agrees": False}]
     md = md_section(category_section(report_cfg(), analysis))
-    assert "| category | base | patched | theory (base) | claims |" in md
+    assert "| low_entropy | 4.000 (3.950 .. 4.050), n=5; theory 2.500 | 4.800 (4.740 .. 4.860), n=5 |" in md
+    assert "| all categories | 3.500 (3.457 .. 3.543), n=5; theory 2.500 (outside its band) | 3.800 " in md
 
 
 def test_no_categories_no_section():
@@ -387,3 +393,57 @@ def test_mlflow_gets_a_name_it_accepts_for_a_metric_per_category():
     assert {m.key: m.value for m in logged} == {"accept_length/mixed": 3.1, "accept_length": 3.5}
     assert all(validate_param_and_metric_name(m.key) for m in logged)
     assert not validate_param_and_metric_name("accept_length[mixed]")
+
+
+def test_a_composed_campaign_refuses_a_category_on_a_benchmark_without_categories(tmp_path):
+    """As every entry point holds a config to its claims file: the error names the file, the claim and the key."""
+    import textwrap
+
+    from specrepro.analysis.claims import check_campaign_claims
+    from specrepro.config import ConfigError, compose
+
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(textwrap.dedent("""
+        claims:
+          - {id: per_cat, benchmark: gsm8k, metric: accept_length, category: mixed, arm: pr_rs_on,
+             against: main_rs_on, expect: increase}
+    """))
+    with pytest.raises(ConfigError) as info:
+        check_campaign_claims(compose([f"experiment.claims={claims}"]))
+    assert (f"{claims}: claim 'per_cat'.category: benchmark 'gsm8k' (kind gsm8k) has no categories"
+            in str(info.value))
+
+
+def test_the_whole_report_carries_the_per_category_table(tmp_path):
+    """The recorded seed campaign's report, its analysis given accept length per category on gsm8k (simulated rows
+    and a claim on one category): the section stands after theory's, in markdown and HTML, and every other part of
+    the report (the verdicts, the claims, the noise floors) takes the claim per category."""
+    import json
+    import shutil
+
+    from conftest import ROOT
+    from specrepro.analysis.report import render_results
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "tests" / "data" / "report" / "eagle_topk_cpu", results)
+    path = results / "report" / "analysis.json"
+    analysis = json.loads(path.read_text())
+    summary = {s["arm"]: s for s in analysis["summary"] if s["benchmark"] == "gsm8k" and s["metric"] == "accept_length"}
+    for arm, s in summary.items():
+        for category, shift in (("low_entropy", 1.1), ("high_entropy", 0.9)):
+            analysis["summary"].append({**s, "metric": f"accept_length[{category}]", "mean": s["mean"] * shift,
+                                        "ci_low": s["ci_low"] * shift, "ci_high": s["ci_high"] * shift})
+    source = next(c for c in analysis["claims"] if c["id"] == "rs_costs_accept_length")
+    analysis["claims"].append({**source, "id": "rs_costs_low", "text": "RS costs accept length on low_entropy",
+                               "metric": "accept_length[low_entropy]", "category": "low_entropy"})
+    path.write_text(json.dumps(analysis))
+    out = tmp_path / "out"
+    render_results(results, out, recorded=True)
+    md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
+    assert md.index("## Accept length against theory") < md.index("## Accept length per category")
+    low = summary["main_rs_off"]
+    assert f"| low_entropy | {low['mean'] * 1.1:.3f} ({low['ci_low'] * 1.1:.3f} .. {low['ci_high'] * 1.1:.3f})" in md
+    assert "| gsm8k | low_entropy | RS costs accept length on low_entropy | **REPRODUCED** |" in md
+    assert 'id="accept-length-per-category"' in html and "<td>high_entropy</td>" in html
+    # the claim's row in the verdicts summary reads in accept length's unit
+    assert "RS costs accept length on low_entropy" in md.split("## ")[1]
