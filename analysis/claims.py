@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from specrepro.metric_names import category_metric, split_category_metric
+from specrepro.metric_names import CATEGORY, category_metric, split_category_metric
 
 EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
@@ -158,10 +158,10 @@ def with_category(claim: Any) -> Any:
     (the same object), so claims without a category behave exactly as before."""
     if not isinstance(claim, dict) or not claim.get("metric"):
         return claim
-    metric, written = split_category_metric(claim["metric"])
+    metric, written = split_category_metric(str(claim["metric"]))
     category = claim.get("category", written)
-    if category is None or (written is not None and category != written):
-        return claim  # no category; or two that disagree, which validation names
+    if category is None or (written is not None and category != written) or not CATEGORY.match(str(category)):
+        return claim  # no category; or two that disagree, or one no metric can be named by: validation names them
     return {**claim, "metric": category_metric(metric, category), "category": category}
 
 

@@ -168,6 +168,10 @@ def test_a_metric_written_per_category_is_the_same_claim():
     assert with_category(with_category(claim("x", "mixed"))) == with_category(claim("x", "mixed"))
     plain = {"id": "y", "benchmark": "gsm8k", "metric": "accept_length", "expect": "increase"}
     assert with_category(plain) is plain  # a claim without a category: untouched
+    odd = {**claim("z", ["low_entropy"])}
+    assert with_category(odd) is odd  # not a category's name: left for validation to name
+    assert validate([odd])[0].startswith("conf/claims/speed.yaml: claim 'z'.category: ['low_entropy'] is not a "
+                                         "category")
 
 
 def test_the_sequential_decision_judges_the_category_metric():
