@@ -15,7 +15,7 @@ import pandas as pd
 
 from specrepro.analysis import checks, noise, stats
 from specrepro.analysis.claims import with_category
-from specrepro.metric_names import base_metric, has, lookup
+from specrepro.util.metric_names import base_metric, has, lookup
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # A claim on a metric the platform or model cannot speak to (CPU timings, a toy model's accuracy).

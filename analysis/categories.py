@@ -2,7 +2,7 @@
 the report's per-category table.
 
 The runs table carries a categorized benchmark's metrics twice: over the whole benchmark (`accept_length`) and per
-category (`accept_length[mixed]`, specrepro.metric_names).  Everything here reads the analysis' own results (its
+category (`accept_length[mixed]`, specrepro.util.metric_names).  Everything here reads the analysis' own results (its
 summary, theory rows and claim verdicts), so the table shows the numbers the verdicts rest on.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from specrepro.metric_names import category_metric, split_category_metric
+from specrepro.util.metric_names import category_metric, split_category_metric
 
 
 def categories_in(metrics: Iterable[str], base: Optional[str] = None) -> List[str]:
@@ -68,7 +68,7 @@ def category_table(analysis: Dict[str, Any], bench: str, arms: Sequence[str], ba
     """The per-category table of `base` on `bench` as data: its arms (those measured), one row per category (its
     summary per arm, theory's prediction per arm, the claims on it) and, last, the whole benchmark's row
     (category None).  Theory's prediction for a category is the benchmark's where no category row was computed:
-    the toy model's prediction does not depend on the category (specrepro.theory.category_predictions)."""
+    the toy model's prediction does not depend on the category (specrepro.core.theory.category_predictions)."""
     summary = {(s["arm"], s["metric"]): s for s in analysis.get("summary") or [] if s["benchmark"] == bench}
     categories = in_order(categories_in((m for _, m in summary), base), configured)
     measured = [a for a in arms if any((a, category_metric(base, c)) in summary for c in categories)]

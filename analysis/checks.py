@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 
 from specrepro.analysis import stats
-from specrepro.metric_names import base_metric, category_metric, category_of, has, lookup
+from specrepro.util.metric_names import base_metric, category_metric, category_of, has, lookup
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # Characters of each differing output kept in the report, around the first divergence.
@@ -272,12 +272,12 @@ def theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame],
     for a benchmark whose runs carry accept length per category (accept_length[mixed]), the same per category,
     each row with its `category` and `metric`.
 
-    `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.theory: the rule, its drafts per
+    `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.core.theory: the rule, its drafts per
     verify step, and the acceptance of a request's first draft and of every other one).  The run's verify steps
     (meta_info spec_verify_ct) give the prediction's sampling error and, where a request's first proposal follows
     another rule, the weight of its first step.
     """
-    from specrepro.theory import category_predictions
+    from specrepro.core.theory import category_predictions
 
     accept = runs[runs["metric"].map(base_metric) == "accept_length"]
     measured = accept.groupby(["arm", "benchmark", "metric"])["value"].mean()
@@ -298,7 +298,7 @@ def _theory_row(arm: str, bench: str, metric: str, value: float, model: Dict[str
     """One measured accept length beside theory's prediction and band; per category, the verify steps of that
     category's requests where the requests table says which category a request is in, else only the benchmark's
     steps per request (to weigh a first step) and no sampling error of its own (the band keeps its tolerance)."""
-    from specrepro.theory import predict
+    from specrepro.core.theory import predict
 
     total = per_request = None
     if requests is not None and "spec_verify_ct" in requests.columns:

@@ -34,12 +34,12 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from specrepro.metric_names import CATEGORY, category_metric, split_category_metric
+from specrepro.util.metric_names import CATEGORY, category_metric, split_category_metric
 
 EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
                          "accept_length_metrics")
-# What each benchmark kind records per run (specrepro.serve / specrepro.bench_serving).
+# What each benchmark kind records per run (specrepro.stages.serve / specrepro.bench_serving).
 KIND_METRICS = {
     "gsm8k": ("accuracy", "invalid_rate", "output_throughput", "mean_tpot_ms", *ACCEPT_LENGTH_METRICS),
     "bench_serving": ("completed", "duration", "request_throughput", "output_throughput", "input_throughput",
@@ -49,11 +49,11 @@ KIND_METRICS = {
                       *ACCEPT_LENGTH_METRICS),
 }
 # SPEED-Bench runs through the same client (bench_serving --dataset-name speed-bench): the same metrics, each also
-# per category (`<metric>[<category>]`, specrepro.metric_names).
+# per category (`<metric>[<category>]`, specrepro.util.metric_names).
 KIND_METRICS["speed_bench"] = KIND_METRICS["bench_serving"]
 CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
               "fraction", "category",
-              # a claim's instance at one level of a sweep (specrepro.sweep.claims_per_level)
+              # a claim's instance at one level of a sweep (specrepro.core.sweep.claims_per_level)
               "base_id", "levels"}
 VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
 
@@ -201,8 +201,8 @@ def metric_problems(claim: Dict[str, Any], where: str, bench: str, kind: str,
 def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside); every entry
     point holds a composed config to it before anything runs."""
-    from specrepro.config import CONF_DIR
-    from specrepro.sweep import claims_per_level
+    from specrepro.core.config import CONF_DIR
+    from specrepro.core.sweep import claims_per_level
 
     exp = cfg["experiment"]
     if not exp.get("claims"):
@@ -231,7 +231,7 @@ def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
 
 def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The composed config, its claims file held to it: a ConfigError naming the file, claim and key."""
-    from specrepro.config import ConfigError
+    from specrepro.core.config import ConfigError
 
     problems = campaign_claim_problems(cfg)
     if problems:
@@ -241,7 +241,7 @@ def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any]]:
     """The claims judged: the file's, less experiment.skip_claims, each swept one once per level."""
-    from specrepro.sweep import claims_per_level
+    from specrepro.core.sweep import claims_per_level
 
     skip = set(cfg["experiment"].get("skip_claims") or [])
     return [with_category(c) for c in

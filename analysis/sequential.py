@@ -60,8 +60,8 @@ from scipy import optimize, special
 
 from specrepro.analysis import checks
 from specrepro.analysis.claims import with_category
-from specrepro.metric_names import has
-from specrepro.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
+from specrepro.util.metric_names import has
+from specrepro.core.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
 from specrepro.analysis.analyze import (DEFAULT_SETTINGS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
                                         check_table, judge, judge_claim, noise_floors)
 

@@ -48,7 +48,7 @@ def claim(cid, category, expect="increase", **extra):
 # --- names ----------------------------------------------------------------------------------------------------------
 
 def test_category_names_round_trip():
-    from specrepro.metric_names import (base_metric, category_metric, category_of, has, lookup,
+    from specrepro.util.metric_names import (base_metric, category_metric, category_of, has, lookup,
                                         split_category_metric, tracking_name)
 
     assert category_metric("accept_length", "low_entropy") == "accept_length[low_entropy]"
@@ -72,7 +72,7 @@ def test_category_names_round_trip():
 def test_units_and_display_names_follow_the_base_metric():
     from specrepro.analysis.claim_view import number, unit
     from specrepro.analysis.report import metric_format
-    from specrepro.collect import unit_of
+    from specrepro.stages.collect import unit_of
 
     assert unit("accept_length[low_entropy]") == "tokens/verify step" and unit("mean_tpot_ms[mixed]") == "ms"
     assert number(3.14159, "accept_length[mixed]") == "3.142"
@@ -246,14 +246,14 @@ EXPECTED = 1 + 0.75 + 0.75 ** 2 + 0.75 ** 3
 
 
 def theory_model(p: float = 0.75):
-    from specrepro.theory import Acceptance
+    from specrepro.core.theory import Acceptance
 
     return {"rule": {**RULE, "acceptance": p}, "steps": 3, "first": Acceptance.constant(p),
             "rest": Acceptance.constant(p)}
 
 
 def test_the_theory_of_a_benchmark_holds_for_each_category():
-    from specrepro.theory import category_predictions
+    from specrepro.core.theory import category_predictions
 
     model = theory_model()
     got = category_predictions({("base", "speed_bench"): model, ("base", "gsm8k"): model},
@@ -333,7 +333,7 @@ def test_the_report_renders_accept_length_per_category():
     category's mean is outside its band), nothing beside the arm it does not, the claims' verdicts.
     base, low_entropy: 4.000, half-width t(4) 2.776 x 0.04 / sqrt(5) = 0.0497."""
     from specrepro.analysis.report import category_section
-    from specrepro.document import Section, md_section, to_html
+    from specrepro.util.document import Section, md_section, to_html
 
     theory = {("base", "speed_bench"): theory_model(1.0)}
     section = category_section(report_cfg(), category_report(theory))
@@ -359,7 +359,7 @@ def test_the_report_renders_accept_length_per_category():
 
 def test_where_theory_computes_nothing_the_table_shows_no_number():
     from specrepro.analysis.report import category_section
-    from specrepro.document import md_section
+    from specrepro.util.document import md_section
 
     md = md_section(category_section(report_cfg(), category_report()))
     assert "theory" not in md
@@ -388,7 +388,7 @@ def test_mlflow_gets_a_name_it_accepts_for_a_metric_per_category():
 
     from mlflow.utils.validation import validate_param_and_metric_name
 
-    from specrepro.tracking import _log
+    from specrepro.stages.tracking import _log
 
     logged = []
     client = SimpleNamespace(get_run=lambda run_id: SimpleNamespace(data=SimpleNamespace(params={}, metrics={})),
@@ -404,7 +404,7 @@ def test_a_composed_campaign_refuses_a_category_on_a_benchmark_without_categorie
     import textwrap
 
     from specrepro.analysis.claims import check_campaign_claims
-    from specrepro.config import ConfigError, compose
+    from specrepro.core.config import ConfigError, compose
 
     claims = tmp_path / "claims.yaml"
     claims.write_text(textwrap.dedent("""
