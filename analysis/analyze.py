@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 
 from specrepro.analysis import checks, noise, stats
+from specrepro.analysis.claims import with_category
+from specrepro.util.metric_names import base_metric, has, lookup
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # A claim on a metric the platform or model cannot speak to (CPU timings, a toy model's accuracy).
@@ -67,10 +69,12 @@ def noise_floors(runs: pd.DataFrame, reference_repeats: Optional[Dict[str, Dict[
         if cv is None and reference_repeats and metric in (reference_repeats.get(bench) or {}):
             cv = stats.coefficient_of_variation(reference_repeats[bench][metric])
             source, df = "published repeats", float(len(reference_repeats[bench][metric]) - 1)
-        if cv is None and metric in settings["within_fallback"]:
-            cv, source, df = settings["within_fallback"][metric], "fallback (assumed, treated as known)", math.inf
+        # a metric per category (accept_length[mixed]) takes its base metric's fallback and prior unless it has its own
+        if cv is None and has(settings["within_fallback"], metric):
+            cv, df = lookup(settings["within_fallback"], metric), math.inf
+            source = "fallback (assumed, treated as known)"
         floors[(bench, metric)] = {"noise_floor": cv, "source": source, "df": df,
-                                   "launch_prior": settings["launch_noise_prior"].get(metric)}
+                                   "launch_prior": lookup(settings["launch_noise_prior"], metric)}
     return floors
 
 
@@ -107,12 +111,12 @@ def arm_noise_of(runs: pd.DataFrame, arm: str, bench: str, metric: str, floors: 
         return None
     floor = floors.get((bench, metric), {})
     return noise.arm_noise(values_by(g, ("launch",)),
-                           settings["launch_noise_prior"].get(metric), floor.get("noise_floor"),
+                           lookup(settings["launch_noise_prior"], metric), floor.get("noise_floor"),
                            floor.get("df") or math.inf, f"within-launch noise from {floor.get('source')}")
 
 
 def _binomial_se(metric: str, a: noise.ArmNoise, b: noise.ArmNoise, questions: Optional[int]) -> float:
-    if metric in BINOMIAL_METRICS and questions:
+    if base_metric(metric) in BINOMIAL_METRICS and questions:
         return stats.binomial_relative_se(a.mean, b.mean, questions)
     return 0.0
 
@@ -343,11 +347,11 @@ def judge(claim: Dict[str, Any], runs: pd.DataFrame, requests: Optional[pd.DataF
           questions: Optional[Dict[str, int]], settings: Dict[str, Any],
           unjudged: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     metric = claim.get("metric")
-    if metric in (unjudged or {}):
+    if metric and has(unjudged, metric):
         return {"id": claim["id"], "text": claim.get("text", ""), "benchmark": claim["benchmark"], "metric": metric,
                 "expect": claim["expect"], "arm": claim.get("arm"), "against": claim.get("against"),
                 "arms": claim.get("arms"), "verdict": NOT_JUDGED,
-                "detail": f"{metric} is shown, not judged here: {unjudged[metric]}"}
+                "detail": f"{metric} is shown, not judged here: {lookup(unjudged, metric)}"}
     if claim["expect"] == "outputs_unchanged":
         return checks.judge_outputs_unchanged(claim, requests)
     return judge_claim(claim, runs, floors, settings, questions)
@@ -406,6 +410,8 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
     settings = {**DEFAULT_SETTINGS, **(settings or {})}
     runs = check_table(runs)
     baseline = baseline or runs["arm"].iloc[0]
+    # a claim on one category judges that category's metric (accept_length[low_entropy]); the rest are unchanged
+    claims = [with_category(c) for c in claims or []]
     invalid = invalid_arms or {}
     # Arms are different launches by construction: with 2+ launches per arm the launch means are the
     # replicates (their spread holds the between-launch noise); with one, the prior stands in for it.
@@ -415,7 +421,7 @@ def analyze(runs: pd.DataFrame, requests: Optional[pd.DataFrame] = None, baselin
     judged = [judge(c, runs, requests, floors, questions, settings, unjudged_metrics) for c in (claims or [])]
     # a claim asked at one level of a sweep keeps what it is an instance of (analysis.sweep regroups them)
     verdicts = [{**predicted_on_pin(c, checks.exclude_invalid(r, invalid)),
-                 **{k: c[k] for k in ("base_id", "levels") if k in c}}
+                 **{k: c[k] for k in ("base_id", "levels", "category") if k in c}}
                 for c, r in zip(claims or [], decide(judged, settings))]
     if not by_launch and settings["launch_noise_prior"]:
         verdicts = prior_sensitivity(verdicts, claims or [], runs, requests, reference_repeats, questions, invalid,

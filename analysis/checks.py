@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pandas as pd
 
 from specrepro.analysis import stats
+from specrepro.util.metric_names import base_metric, category_metric, category_of, has, lookup
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # Characters of each differing output kept in the report, around the first divergence.
@@ -226,11 +227,11 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
         published = ((reference_repeats or {}).get(bench) or {}).get(metric)
         if published and len(published) > 1:
             floor, df, source = stats.coefficient_of_variation(published), len(published) - 1.0, "published repeats"
-        elif metric in settings["within_fallback"]:
-            floor, df, source = settings["within_fallback"][metric], math.inf, "fallback"
+        elif has(settings["within_fallback"], metric):  # per category: the base metric's unless its own
+            floor, df, source = lookup(settings["within_fallback"], metric), math.inf, "fallback"
         else:
             floor, df, source = None, math.inf, "this campaign's repeats"
-        prior = settings["launch_noise_prior"].get(metric)
+        prior = lookup(settings["launch_noise_prior"], metric)
         n = repeats.get(bench, 1)
         if floor is None and not (prior and launches == 1):
             row.update(resolvable=None, warning=None,
@@ -243,7 +244,7 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
         ref_base = ((reference or {}).get(claim.get("against")) or {}).get(bench, {}).get(metric)
         extra = 0.0
         questions = ((benchmarks.get(bench) or {}).get("gsm8k") or {}).get("num_questions")
-        if metric in binomial_metrics and questions:
+        if base_metric(metric) in binomial_metrics and questions:
             p_arm, p_base = ref_arm if ref_arm is not None else 0.9, ref_base if ref_base is not None else 0.9
             extra = stats.binomial_relative_se(p_arm, p_base, questions)
         resolvable = noise.relative_change(planned, planned, extra)["half_width"]
@@ -258,7 +259,8 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
                        f"it cannot come out REPRODUCED; raise repeats or launches"
                        + (" or questions (n = distinct questions)" if extra else ""))
         row.update(resolvable=resolvable, floor=floor, floor_source=source, df=df, repeats=n, launches=launches,
-                   prior=prior, questions=questions if metric in binomial_metrics else None, expected=expected,
+                   prior=prior, questions=questions if base_metric(metric) in binomial_metrics else None,
+                   expected=expected,
                    margin=margin, warning=warning)
         out.append(row)
     return out
@@ -266,29 +268,52 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
 
 def theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame],
                  predictions: Dict[Tuple[str, str], Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Measured accept length per (arm, benchmark) beside what theory predicts for the draft's rule there.
+    """Measured accept length per (arm, benchmark) beside what theory predicts for the draft's rule there; then,
+    for a benchmark whose runs carry accept length per category (accept_length[mixed]), the same per category,
+    each row with its `category` and `metric`.
 
     `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.core.theory: the rule, its drafts per
     verify step, and the acceptance of a request's first draft and of every other one).  The run's verify steps
     (meta_info spec_verify_ct) give the prediction's sampling error and, where a request's first proposal follows
     another rule, the weight of its first step.
     """
+    from specrepro.core.theory import category_predictions
+
+    accept = runs[runs["metric"].map(base_metric) == "accept_length"]
+    measured = accept.groupby(["arm", "benchmark", "metric"])["value"].mean()
+    out = [_theory_row(arm, bench, "accept_length", float(measured[(arm, bench, "accept_length")]), model, requests)
+           for (arm, bench), model in predictions.items() if (arm, bench, "accept_length") in measured.index]
+    categories = {b: list(dict.fromkeys(c for c in g["metric"].map(category_of) if c))
+                  for b, g in accept.groupby("benchmark", sort=False)}
+    for (arm, bench, category), model in category_predictions(predictions, categories).items():
+        metric = category_metric("accept_length", category)
+        if (arm, bench, metric) in measured.index:
+            out.append(_theory_row(arm, bench, metric, float(measured[(arm, bench, metric)]), model, requests,
+                                   category))
+    return out
+
+
+def _theory_row(arm: str, bench: str, metric: str, value: float, model: Dict[str, Any],
+                requests: Optional[pd.DataFrame], category: Optional[str] = None) -> Dict[str, Any]:
+    """One measured accept length beside theory's prediction and band; per category, the verify steps of that
+    category's requests where the requests table says which category a request is in, else only the benchmark's
+    steps per request (to weigh a first step) and no sampling error of its own (the band keeps its tolerance)."""
     from specrepro.core.theory import predict
 
-    measured = runs[runs["metric"] == "accept_length"].groupby(["arm", "benchmark"])["value"].mean()
-    out = []
-    for (arm, bench), model in predictions.items():
-        if (arm, bench) not in measured.index:
-            continue
-        value = float(measured[(arm, bench)])
-        total = per_request = None
-        if requests is not None and "spec_verify_ct" in requests.columns:
-            r = requests[(requests["arm"] == arm) & (requests["benchmark"] == bench)]["spec_verify_ct"].dropna()
-            if len(r):
-                total, per_request = float(r.sum()), float(r.mean())
-        row = {"arm": arm, "benchmark": bench, "measured": value,
-               **predict(model["rule"], model["steps"], model["first"], model["rest"], total, per_request)}
-        row["agrees"] = None if row["expected"] is None else bool(row["low"] <= value <= row["high"])
-        row["relative_to_argmax"] = value / (model["steps"] + 1) - 1
-        out.append(row)
-    return out
+    total = per_request = None
+    if requests is not None and "spec_verify_ct" in requests.columns:
+        r = requests[(requests["arm"] == arm) & (requests["benchmark"] == bench)]
+        split = category is not None and "category" in r.columns
+        if split:
+            r = r[r["category"] == category]
+        steps = r["spec_verify_ct"].dropna()
+        if len(steps):
+            total = float(steps.sum()) if category is None or split else None
+            per_request = float(steps.mean())
+    row = {"arm": arm, "benchmark": bench, "measured": value,
+           **predict(model["rule"], model["steps"], model["first"], model["rest"], total, per_request)}
+    if category is not None:
+        row.update(category=category, metric=metric)
+    row["agrees"] = None if row["expected"] is None else bool(row["low"] <= value <= row["high"])
+    row["relative_to_argmax"] = value / (model["steps"] + 1) - 1
+    return row

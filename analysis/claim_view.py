@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from specrepro.util.metric_names import base_metric, category_metric, has, lookup
+
 NOT_TESTABLE = "NOT TESTABLE HERE"
 # The unit each metric is measured in, as the tables print it.
 UNITS = {"accept_length": "tokens/verify step", "accept_length_decode_log": "tokens/verify step",
@@ -26,12 +28,14 @@ DIGITS = {"accept_length": 3, "accuracy": 3, "invalid_rate": 3, "output_throughp
 
 
 def unit(metric: str) -> str:
+    metric = base_metric(metric)  # a metric per category is in its base metric's unit
     return "ms" if metric.endswith("_ms") else UNITS.get(metric, "")
 
 
 def number(value: Optional[float], metric: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    metric = base_metric(metric)
     return f"{value:.{DIGITS.get(metric, 2 if metric.endswith('_ms') else 3)}f}"
 
 
@@ -93,8 +97,8 @@ def not_testable(claim: Dict[str, Any], cfg: Dict[str, Any], unjudged: Dict[str,
                  twins: Dict[str, str]) -> Optional[str]:
     """Why this platform cannot test the claim, from what ran; None when it can."""
     metric = claim.get("metric")
-    if metric in unjudged:
-        return f"{metric}: {unjudged[metric]}"
+    if metric and has(unjudged, metric):
+        return f"{metric}: {lookup(unjudged, metric)}"
     arms_cfg = cfg["experiment"]["arms"]
     no_graph = [a for a in claim_arms(claim)
                 if ((arms_cfg.get(a) or {}).get("extra_server_args") or {}).get("disable_cuda_graph")]
@@ -219,10 +223,16 @@ def pr_size_note(claim: Dict[str, Any], cfg: Dict[str, Any]) -> str:
     return f"; the PR's {rel:+.1%} is {'inside' if inside else 'outside'} our CI"
 
 
-def theory_expected(analysis: Dict[str, Any], arm: Optional[str], bench: str) -> Optional[float]:
-    for row in analysis.get("theory") or []:
-        if row["arm"] == arm and row["benchmark"] == bench and row.get("expected") is not None:
-            return float(row["expected"])
+def theory_expected(analysis: Dict[str, Any], arm: Optional[str], bench: str,
+                    metric: str = "accept_length") -> Optional[float]:
+    """Theory's expected accept length for the arm there; per category (accept_length[mixed]) the category's row,
+    else the benchmark's (the toy model's prediction does not depend on the category)."""
+    rows = [r for r in analysis.get("theory") or [] if r["arm"] == arm and r["benchmark"] == bench
+            and r.get("expected") is not None]
+    for wanted in dict.fromkeys((metric, "accept_length")):
+        for row in rows:
+            if row.get("metric", "accept_length") == wanted:
+                return float(row["expected"])
     return None
 
 
@@ -231,12 +241,15 @@ def theory_verdict(claim: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[
     if not str(claim.get("metric") or "").startswith("accept_length"):
         return None
     bench, margin = claim["benchmark"], claim.get("margin", 0.02)
-    arm, base = theory_expected(analysis, claim.get("arm"), bench), theory_expected(analysis, claim.get("against"), bench)
+    # theory predicts accept length (tokens per verify step), the same for each of a benchmark's categories
+    metric = "accept_length" if claim.get("category") is None else category_metric("accept_length", claim["category"])
+    arm = theory_expected(analysis, claim.get("arm"), bench, metric)
+    base = theory_expected(analysis, claim.get("against"), bench, metric)
     if arm is None or not base:
         return None
     expect = claim["expect"]
     if expect == "restores":
-        frm = theory_expected(analysis, claim.get("from"), bench)
+        frm = theory_expected(analysis, claim.get("from"), bench, metric)
         share = None if frm is None else restored_share(arm, base, frm)
         if share is None:
             return None

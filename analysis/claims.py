@@ -12,6 +12,8 @@
         margin: 0.02                       # optional: relative band for equal / not_below
         from: broken                       # `restores` only: the broken level; `against` is the level to reach
         fraction: 0.9                      # `restores` only: the share of the gap the arm must close
+        category: low_entropy              # optional: judge the metric over one category's prompts only
+                                           #   (accept_length[low_entropy]); the benchmark must have categories
         predicted:                         # optional: what the pinned code is known to give, and why
           verdict: NOT REPRODUCED          #   (the PR describes its own base); shown beside the verdict
           because: ...
@@ -19,8 +21,10 @@
 `outputs_unchanged` takes no metric: per question of a temperature-0 GSM8K
 benchmark, `arm`'s text must equal `against`'s (analysis/checks.py).
 
-A typo in an arm, a benchmark, a metric or `expect` is an error naming the
-file, the claim and the key, raised by `plan`, `run` and the Snakefile alike.
+A typo in an arm, a benchmark, a metric, a category or `expect` is an error naming
+the file, the claim and the key, raised by `plan`, `run` and the Snakefile alike.
+A benchmark's categories are its config's `categories` list (its kind's settings
+block, e.g. `speed_bench.categories`, or the benchmark's own).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import yaml
+
+from specrepro.util.metric_names import CATEGORY, category_metric, split_category_metric
 
 EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
@@ -42,8 +48,11 @@ KIND_METRICS = {
                       "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length_server_lifetime",
                       *ACCEPT_LENGTH_METRICS),
 }
+# SPEED-Bench runs through the same client (bench_serving --dataset-name speed-bench): the same metrics, each also
+# per category (`<metric>[<category>]`, specrepro.util.metric_names).
+KIND_METRICS["speed_bench"] = KIND_METRICS["bench_serving"]
 CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
-              "fraction",
+              "fraction", "category",
               # a claim's instance at one level of a sweep (specrepro.core.sweep.claims_per_level)
               "base_id", "levels"}
 VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
@@ -70,8 +79,10 @@ def load_claims(path: Optional[Path]) -> List[Dict[str, Any]]:
 
 
 def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_kinds: Dict[str, str],
-                   arm_benchmarks: Dict[str, List[str]], greedy_benchmarks=None) -> List[str]:
-    """Everything wrong with `claims` against an experiment's arms, benchmarks and metrics."""
+                   arm_benchmarks: Dict[str, List[str]], greedy_benchmarks=None,
+                   categories: Optional[Dict[str, Optional[List[str]]]] = None) -> List[str]:
+    """Everything wrong with `claims` against an experiment's arms, benchmarks, metrics and (`categories`:
+    benchmark -> its categories, None or absent: it has none) the benchmarks' categories."""
     problems: List[str] = []
     seen = set()
     for i, claim in enumerate(claims):
@@ -100,12 +111,11 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
             if greedy_benchmarks is not None and bench not in greedy_benchmarks:
                 problems.append(f"{where}.benchmark: {bench!r} is not a temperature-0 GSM8K benchmark; "
                                 f"`outputs_unchanged` compares greedy outputs ({', '.join(sorted(greedy_benchmarks))})")
+            if claim.get("category") is not None:
+                problems.append(f"{where}.category: `outputs_unchanged` compares greedy outputs, not a metric per "
+                                f"category")
         else:
-            metric = claim.get("metric")
-            known = KIND_METRICS.get(benchmark_kinds[bench], ())
-            if metric not in known:
-                problems.append(f"{where}.metric: {metric!r} is not a metric a {benchmark_kinds[bench]} benchmark "
-                                f"records ({', '.join(known)})")
+            problems += metric_problems(claim, where, bench, benchmark_kinds[bench], (categories or {}).get(bench))
         named = claim.get("arms") or [] if expect == "zero" else [claim.get("arm"), claim.get("against")]
         if expect == "restores":
             named.append(claim.get("from"))
@@ -134,6 +144,60 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
     return problems
 
 
+def claim_metric(claim: Dict[str, Any]) -> Optional[str]:
+    """The metric a claim judges: its `metric`, over its `category`'s prompts where it names one."""
+    metric, category = claim.get("metric"), claim.get("category")
+    if metric is None or category is None or split_category_metric(metric)[1] is not None:
+        return metric
+    return category_metric(metric, category)
+
+
+def with_category(claim: Any) -> Any:
+    """The claim as the analysis judges it: a `category:` folded into its metric (accept_length + low_entropy ->
+    accept_length[low_entropy]), a metric written per category given its `category` key; any other claim unchanged
+    (the same object), so claims without a category behave exactly as before."""
+    if not isinstance(claim, dict) or not claim.get("metric"):
+        return claim
+    metric, written = split_category_metric(str(claim["metric"]))
+    category = claim.get("category", written)
+    if category is None or (written is not None and category != written) or not CATEGORY.match(str(category)):
+        return claim  # no category; or two that disagree, or one no metric can be named by: validation names them
+    return {**claim, "metric": category_metric(metric, category), "category": category}
+
+
+def benchmark_categories(bench_cfg: Dict[str, Any]) -> Optional[List[str]]:
+    """A benchmark's prompt categories from its config: `categories` in its kind's settings block (e.g.
+    `speed_bench.categories`) or on the benchmark itself; None for a benchmark without categories."""
+    kind_settings = bench_cfg.get(str(bench_cfg.get("kind")))
+    found = ((kind_settings.get("categories") if isinstance(kind_settings, dict) else None)
+             or bench_cfg.get("categories"))
+    return [str(c) for c in found] if found else None
+
+
+def metric_problems(claim: Dict[str, Any], where: str, bench: str, kind: str,
+                    categories: Optional[List[str]]) -> List[str]:
+    """A claim's metric against what its benchmark's kind records, and its category against the benchmark's."""
+    problems = []
+    metric, written = split_category_metric(str(claim.get("metric")))
+    known = KIND_METRICS.get(kind, ())
+    if metric not in known:
+        problems.append(f"{where}.metric: {claim.get('metric')!r} is not a metric a {kind} benchmark records "
+                        f"({', '.join(known)})")
+    category = claim.get("category", written)
+    if category is None:
+        return problems
+    if written is not None and claim.get("category") not in (None, written):
+        problems.append(f"{where}.category: {claim['category']!r} disagrees with the metric's own category "
+                        f"({claim['metric']!r}); name it once")
+    elif not categories:
+        problems.append(f"{where}.category: benchmark {bench!r} (kind {kind}) has no categories; a claim on it names "
+                        f"no `category`")
+    elif str(category) not in categories:
+        problems.append(f"{where}.category: {category!r} is not a category of benchmark {bench!r} "
+                        f"({', '.join(categories)})")
+    return problems
+
+
 def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside); every entry
     point holds a composed config to it before anything runs."""
@@ -158,7 +222,8 @@ def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     judged = claims_per_level([c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)], cfg)
     greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
               and v["gsm8k"].get("temperature") == 0}
-    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy)
+    categories = {b: benchmark_categories(v) for b, v in (cfg.get("benchmarks") or {}).items()}
+    found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy, categories)
     if found:
         found[-1] += " (a claim this campaign cannot judge: list its id in experiment.skip_claims)"
     return problems + found
@@ -179,7 +244,8 @@ def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any
     from specrepro.core.sweep import claims_per_level
 
     skip = set(cfg["experiment"].get("skip_claims") or [])
-    return claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skip], cfg)
+    return [with_category(c) for c in
+            claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skip], cfg)]
 
 
 def unjudged_metrics(cfg: Dict[str, Any]) -> Dict[str, str]:

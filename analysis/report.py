@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from specrepro.analysis.claims import unjudged_metrics
+from specrepro.util.metric_names import has, split_category_metric
 from specrepro.analysis.provenance import git_commit
 from specrepro.util.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
                                          to_html, to_markdown, verdict_cell, verdict_class, yes_no)
@@ -84,10 +85,21 @@ METRIC_FORMAT = {
     "p99_ttft_ms": ("p99 TTFT (ms)", 1), "mean_itl_ms": ("mean ITL (ms)", 2), "median_itl_ms": ("p50 ITL (ms)", 2),
     "p99_itl_ms": ("p99 ITL (ms)", 2),
 }
+
+
+def metric_format(metric: str) -> tuple:
+    """(header, digits) of a metric in a table; a metric per category reads as its base metric's, the category
+    beside it: accept_length[mixed] -> "accept len (tokens/verify step) [mixed]"."""
+    base, category = split_category_metric(metric)
+    head, digits = METRIC_FORMAT.get(base, (base, 3))
+    return (f"{head} [{category}]" if category else head), digits
+
+
 HEADLINE_CAPTION = ("Each cell: the mean over repeats ± the 95% confidence interval's half-width (Student t over the "
                     "repeats); a coefficient of variation between repeats above {:.0%} is flagged beside its number. "
                     "Latencies in ms: p50 is the median, p99 the 99th percentile of the requests of a run.")
-BENCHMARK_KIND_TITLES = {"gsm8k": "GSM8K-style benchmarks", "bench_serving": "bench_serving benchmarks"}
+BENCHMARK_KIND_TITLES = {"gsm8k": "GSM8K-style benchmarks", "bench_serving": "bench_serving benchmarks",
+                         "speed_bench": "SPEED-Bench benchmarks"}
 
 
 def reference_applies(cfg: Dict[str, Any]) -> bool:
@@ -126,7 +138,7 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
             header = ["arm"]
             unjudged = unjudged_metrics(cfg)
             for m in metrics:
-                head = METRIC_FORMAT.get(m, (m, 3))[0] + (", not judged" if m in unjudged else "")
+                head = metric_format(m)[0] + (", not judged" if has(unjudged, m) else "")
                 header += [head] + (["published"] if m in published else [])
             rows = []
             for arm in cfg["experiment"]["arms"]:
@@ -134,16 +146,16 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
                     continue
                 cells = [arm]
                 for m in metrics:
-                    digits = METRIC_FORMAT.get(m, (m, 3))[1]
+                    digits = metric_format(m)[1]
                     cells.append(_cell(summary, arm, bench, m, digits))
                     if m in published:
                         cells.append(_fmt((ref.get(arm, {}).get(bench) or {}).get(m), digits))
                 rows.append(cells)
-            figures = bars_with_ci(analysis, bench, metrics, {m: METRIC_FORMAT.get(m, (m,))[0] for m in metrics}) \
+            figures = bars_with_ci(analysis, bench, metrics, {m: metric_format(m)[0] for m in metrics}) \
                 if plots else []
             tables.append(Table(header, rows, title=f"**{bench}**" + (f" ({note})" if note else ""), figures=figures))
         if tables:
-            unjudged = sorted(set(unjudged_metrics(cfg)) & shown)
+            unjudged = sorted(m for m in shown if has(unjudged_metrics(cfg), m))
             said = HEADLINE_CAPTION.format(HIGH_CV) + (
                 f" Not judged here (shown only): {', '.join(unjudged)}." if unjudged else "")
             sections.append(Section(title, [Text([said]), *tables]))
@@ -363,7 +375,8 @@ def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = 
     """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.core.theory)."""
     from specrepro.analysis.plots import theory_plot
 
-    rows = analysis.get("theory") or []
+    # per category rows are the per-category table's (category_section)
+    rows = [r for r in analysis.get("theory") or [] if r.get("category") is None]
     if not rows:
         return None
     source = (f"from the weights of `{cfg['model']['name']}`, which the pipeline builds" if cfg["model"].get("toy")
@@ -378,6 +391,80 @@ def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = 
               "verification), beside the measured accept length (tokens committed per verify step)."]),
         Table(["arm", "benchmark", "the draft", "measured", "expected", "band", "agrees"], table,
               figures=theory_plot(rows) if plots else [])])
+
+
+CATEGORY_CAPTION = ("Accept length (tokens committed per verify step) over each category's requests: per arm the mean "
+                    "over repeats, its 95% confidence interval (Student t over the repeats) and n repeats; the last "
+                    "row is the whole benchmark's.")
+CATEGORY_THEORY_NOTE = ("Beside a mean, theory's prediction for that arm's draft rule (experiment.theory), flagged "
+                        "where the category's mean falls outside its band. The toy model's prediction does not depend "
+                        "on the category: a draft's acceptance depends on the token chain it follows, not on the "
+                        "prompt's category, so each category carries its benchmark's prediction; nothing is shown "
+                        "where theory computes none.")
+
+
+def category_claims_cell(claims: List[Dict[str, Any]]) -> Any:
+    """The verdicts of the claims on one category: coloured by the verdict where they share one."""
+    if not claims:
+        return "-"
+    text = "; ".join(f"{c['id']}: {c['verdict']}" for c in claims)
+    verdicts = {c["verdict"] for c in claims}
+    return Cell(text, cls=verdict_class(verdicts.pop())) if len(verdicts) == 1 else text
+
+
+def category_arm_cell(summary: Optional[Dict[str, Any]], theory: Optional[Dict[str, Any]], digits: int) -> Any:
+    """One arm in one category: mean (95% CI), n; theory's prediction beside it where it computed one (nothing where
+    it did not), flagged where the category's measurement falls outside theory's band."""
+    from specrepro.analysis.categories import interval_text
+
+    text = interval_text(summary, digits)
+    if not summary or theory is None:
+        return text
+    if theory["agrees"] is False:
+        return Cell(text, note=f"; theory {theory['expected']:.{digits}f} (outside its band)", cls="bad")
+    return Cell(text, note=f"; theory {theory['expected']:.{digits}f}")
+
+
+def category_table_block(cfg: Dict[str, Any], data: Dict[str, Any]) -> Table:
+    """One benchmark's per-category table: rows the categories (then the whole benchmark), columns the arms (with
+    theory's prediction where it computes one), the claims on each category with their verdicts."""
+    digits = METRIC_FORMAT.get(data["metric"], (data["metric"], 3))[1]
+    header = ["category", *data["arms"], "claims"]
+    rows = []
+    for r in data["rows"]:
+        rows.append([r["category"] or "all categories",
+                     *(category_arm_cell(r["cells"][a], r["theory"][a], digits) for a in data["arms"]),
+                     category_claims_cell(r["claims"])])
+    note = (cfg["benchmarks"].get(data["benchmark"], {}).get("headline") or {}).get("note")
+    return Table(header, rows, title=f"**{data['benchmark']}**" + (f" ({note})" if note else ""))
+
+
+def category_claim_rows(tables: List[Dict[str, Any]]) -> List[List[Any]]:
+    """Each claim on one category: its benchmark and category, verdict, and effect with its interval."""
+    return [[t["benchmark"], r["category"], c["text"] or c["id"], claim_verdict_cell(c), claim_effect(c)]
+            for t in tables for r in t["rows"] for c in r["claims"]]
+
+
+def category_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[Section]:
+    """Accept length per category, for each benchmark whose runs carry it per category (SPEED-Bench): one table per
+    benchmark (analysis.categories.category_table), then the claims per category with their verdicts."""
+    from specrepro.analysis.categories import categorized_benchmarks, category_table
+    from specrepro.analysis.claims import benchmark_categories
+
+    benches = categorized_benchmarks(analysis.get("summary") or [])
+    if not benches:
+        return None
+    arms = list(cfg["experiment"]["arms"])
+    tables = [category_table(analysis, b, arms, configured=benchmark_categories(cfg["benchmarks"].get(b) or {}))
+              for b in benches]
+    blocks: List[Any] = [Text([CATEGORY_CAPTION + (" " + CATEGORY_THEORY_NOTE if any(t["with_theory"] for t in tables)
+                                                   else "")])]
+    blocks += [category_table_block(cfg, t) for t in tables]
+    claims = category_claim_rows(tables)
+    if claims:
+        blocks.append(Table(["benchmark", "category", "claim", "verdict", "effect (95% CI)"], claims,
+                            title="Claims per category:"))
+    return Section("Accept length per category", blocks)
 
 
 def shown_metrics(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> set:
@@ -805,6 +892,7 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
     sections: List[Optional[Section]] = [
         *headline_sections(cfg, analysis, plots),
         theory_section(cfg, analysis, plots),
+        category_section(cfg, analysis),
         sweep_section(cfg, runs, analysis, plots) if "base_arm" in runs.columns else None,
         claims_section(analysis, skipped, {v["id"]: v for v in views(cfg, analysis, records, run_records, requests)}),
         sequential_section(analysis),

@@ -60,6 +60,8 @@ import pandas as pd
 from scipy import optimize, special
 
 from specrepro.analysis import checks
+from specrepro.analysis.claims import with_category
+from specrepro.util.metric_names import has
 from specrepro.core.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
 from specrepro.analysis.analyze import (DEFAULT_SETTINGS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
                                         check_table, judge, judge_claim, noise_floors)
@@ -343,7 +345,7 @@ def _split_family(claims: List[Dict[str, Any]], invalid: Mapping[str, Any], unju
     judged once, at the end, like a fixed design's."""
     family, others = [], []
     for c in claims:
-        sequential = (c.get("expect") in SEQUENTIAL_KINDS and c.get("metric") not in unjudged
+        sequential = (c.get("expect") in SEQUENTIAL_KINDS and not has(unjudged, c.get("metric") or "")
                       and not any(a in invalid for a in arms_of(c)))
         (family if sequential else others).append(c)
     return family, others
@@ -479,6 +481,7 @@ def decide_sequential(runs: pd.DataFrame, claims: List[Dict[str, Any]], settings
     runs = check_table(runs)
     alpha = float(settings["alpha"]) / 2
     invalid, unjudged = invalid_arms or {}, unjudged_metrics or {}
+    claims = [with_category(c) for c in claims]  # a claim on one category judges its metric (accept_length[mixed])
     family, others = _split_family(claims, invalid, unjudged)
     m = len(family)
 

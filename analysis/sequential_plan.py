@@ -21,6 +21,7 @@ import numpy as np
 from scipy import special
 
 from specrepro.analysis import noise
+from specrepro.util.metric_names import base_metric, lookup
 from specrepro.analysis.sequential import (CONTRA, INCONC, OPEN, REPRO, SEQUENTIAL_KINDS, VERDICT_OF, Policy,
                                            arms_of, boundary_table, claim_tests, nominal_levels, rule_step)
 
@@ -97,14 +98,14 @@ def claim_statistics(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n:
     """(estimate, se, df, testable) of a sequential claim over simulated campaigns, each arm on its first n launches;
     `priors`: metric -> launch prior CV (analysis.launch_noise_prior), for arms whose launches come out identical."""
     bench, metric = claim["benchmark"], claim["metric"]
-    prior = (priors or {}).get(metric)
+    prior = lookup(priors, metric)  # a metric per category: its base metric's prior unless its own
     mom = {a: arm_moments(series[(a, bench, metric)], n, prior) for a in arms_of(claim)}
     if claim["expect"] == "restores":
         return restored_fraction(mom[claim["arm"]], mom[claim["against"]], mom[claim["from"]])
     a, b = mom[claim["arm"]], mom[claim["against"]]
     extra = 0.0
     q = (questions or {}).get(bench)
-    if metric in BINOMIAL_METRICS and q:
+    if base_metric(metric) in BINOMIAL_METRICS and q:
         with np.errstate(divide="ignore", invalid="ignore"):
             extra = np.where(b[0] != 0, np.sqrt(a[0] * (1 - a[0]) / q + b[0] * (1 - b[0]) / q) / b[0], 0.0)
     return relative_change(a, b, extra)
@@ -113,7 +114,7 @@ def claim_statistics(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n:
 def untestable(claim: Dict[str, Any], series: Mapping[Key, np.ndarray], n: int,
                priors: Optional[Mapping[str, float]] = None) -> np.ndarray:
     """Campaigns in which every arm of the claim has identical launches and its metric no prior: NOT TESTABLE."""
-    if (priors or {}).get(claim["metric"]):
+    if lookup(priors, claim["metric"]):
         return np.zeros(next(iter(series.values())).shape[0], dtype=bool)
     out = None
     for a in arms_of(claim):
@@ -424,8 +425,8 @@ def noise_from_settings(claims: List[Dict[str, Any]], settings: Mapping[str, Any
         b, m = c["benchmark"], c["metric"]
         published = ((reference_repeats or {}).get(b) or {}).get(m)
         within = (stats.coefficient_of_variation(published) if published and len(published) > 1 else
-                  (settings.get("within_fallback") or {}).get(m, 0.0))
-        out[(b, m)] = (float((settings.get("launch_noise_prior") or {}).get(m, 0.0)), float(within or 0.0))
+                  lookup(settings.get("within_fallback"), m, 0.0))
+        out[(b, m)] = (float(lookup(settings.get("launch_noise_prior"), m, 0.0)), float(within or 0.0))
     return out
 
 

@@ -203,3 +203,14 @@ def predictions(entries: Dict[str, Dict[str, Dict[str, Any]]], model: Dict[str, 
     return {(arm, bench): {"rule": rule, "steps": steps_of(rule, model),
                            "first": acceptance_for(rule, True, tables), "rest": acceptance_for(rule, False, tables)}
             for arm, per_bench in entries.items() for bench, rule in per_bench.items()}
+
+
+def category_predictions(by_benchmark: Dict[tuple, Dict[str, Any]],
+                         categories: Dict[str, Sequence[str]]) -> Dict[tuple, Dict[str, Any]]:
+    """(arm, benchmark, category) -> what theory needs to predict there: the benchmark's own (arm, benchmark) entry
+    of `predictions`, for each of the benchmark's `categories`.  The acceptance a(t) depends on the token a draft
+    follows (the toy model's chain, or one declared number), not on the category of the prompt it came from, so
+    the toy model's prediction does not depend on the category; a measured difference between categories is the
+    data's, not the model's."""
+    return {(arm, bench, category): model for (arm, bench), model in by_benchmark.items()
+            for category in categories.get(bench, ())}

@@ -19,10 +19,13 @@ from typing import IO, Any, Dict, List, Optional
 
 import pandas as pd
 
+from specrepro.util.metric_names import base_metric
+
 RUN_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value", "unit", "server_launch", "launch"]
 
 
 def unit_of(metric: str) -> str:
+    metric = base_metric(metric)  # accept_length[mixed]: per category, in accept length's unit
     if metric.endswith("_ms"):
         return "ms"
     if metric.startswith("accept_length"):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from specrepro.core.arm_plan import thawed
+from specrepro.util.metric_names import tracking_name
 from specrepro.util.redaction import redact, secret_values
 from specrepro.core.rounds import round_of
 from specrepro.stages.tracking_server import TrackingServerError, configured_uri, refuse_credentials_in_uri
@@ -153,6 +154,8 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
     # writes the same (key, value, timestamp, step): the history does not grow.
     existing_metrics = existing_run.metrics
     stamp = timestamp_ms if timestamp_ms is not None else 0
+    # MLflow refuses brackets in a name: a metric per category (accept_length[mixed]) is logged as accept_length/mixed
+    metrics = {tracking_name(k): v for k, v in metrics.items()}
     metric_objs = [Metric(k, float(v), stamp, 0) for k, v in metrics.items()
                    if v is not None and existing_metrics.get(k) != float(v)]
     tag_objs = [RunTag(k, redact(str(v), secrets)) for k, v in tags.items() if v is not None]
@@ -409,7 +412,7 @@ class CampaignTracker:
                            if k.rsplit(".", 1)[1] in headline_metrics(plan.benchmarks[k.rsplit(".", 1)[0]])}
             arm_metrics.update(counts.get(plan.name, {}))
             self.log(arm_run, metrics=arm_metrics, timestamp_ms=last_end)
-            columns += [k for k in arm_metrics if k not in columns]
+            columns += [tracking_name(k) for k in arm_metrics if tracking_name(k) not in columns]  # as _log names them
             self.finish(arm_run)
         if columns:
             created["dashboard"] = self.dashboard_view(campaign.arms, columns)
