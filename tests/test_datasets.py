@@ -1,4 +1,4 @@
-"""Data files resolved before any job reads them (specrepro.datasets, the datasets rule): fetched once on the submit
+"""Data files resolved before any job reads them (specrepro.core.datasets, the datasets rule): fetched once on the submit
 host over real HTTP, checksummed, recorded, handed to sglang's client as --dataset-path; refused offline naming the key
 to set."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from specrepro.campaign import Campaign
-from specrepro.config import ConfigError, compose
-from specrepro.datasets import DatasetError, resolve_dataset
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import ConfigError, compose
+from specrepro.core.datasets import DatasetError, resolve_dataset
 
 # the shape sglang 0.5.20's sharegpt/random loaders read (benchmark/datasets/sharegpt.py: "conversations", "value")
 SHAREGPT = [{"id": str(i), "conversations": [{"from": "human", "value": f"question {i}"},

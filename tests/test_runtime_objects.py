@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from specrepro import runtimes
-from specrepro.campaign import Campaign
-from specrepro.config import PROJECT_ROOT, ConfigError, compose
-from specrepro.launch import LaunchContext, Launcher, Mount, planned_context
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import PROJECT_ROOT, ConfigError, compose
+from specrepro.serving.launch import LaunchContext, Launcher, Mount, planned_context
 
 PACKAGE = PROJECT_ROOT / "src" / "specrepro"
 
@@ -62,12 +62,12 @@ import io, json, sys
 from pathlib import Path
 
 import specrepro
-from specrepro.campaign import Campaign
-from specrepro.config import PROJECT_ROOT, compose
-from specrepro.image import ensure_image, image_stage, resolve_base
-from specrepro.launch import Launcher, planned_context
-from specrepro.plan_text import describe_plan
-from specrepro.series import load_series
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import PROJECT_ROOT, compose
+from specrepro.stages.image import ensure_image, image_stage, resolve_base
+from specrepro.serving.launch import Launcher, planned_context
+from specrepro.serving.plan_text import describe_plan
+from specrepro.core.series import load_series
 
 work = Path(sys.argv[1])
 cfg = compose([f"results_dir={work / 'results'}", "platform.container_runtime=fake", "platform.runtime_run_args=[]"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Dict, List
-from specrepro.errors import SpecreproError
+from specrepro.util.errors import SpecreproError
 
 SUMMARY_FIELDS = [
     "completed", "duration", "request_throughput", "output_throughput", "input_throughput", "total_throughput",

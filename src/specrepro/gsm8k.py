@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional
 
 import requests
 
-from specrepro.fileio import write_json, write_text_atomic
+from specrepro.util.fileio import write_json, write_text_atomic
 
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
@@ -50,7 +50,7 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
 
 def load_test_set(data: Dict[str, Any], key: str = "data.gsm8k") -> List[Dict[str, str]]:
     """The test file at its configured path, held to its sha256 (the datasets stage fetched and verified it)."""
-    from specrepro.datasets import verify_file
+    from specrepro.core.datasets import verify_file
 
     with open(verify_file(data, key)) as fh:
         return [json.loads(line) for line in fh if line.strip()]
@@ -169,7 +169,7 @@ def read_outputs(output_dir: Path) -> Dict[str, Any]:
 
 def cli(args, cfg: Optional[Dict[str, Any]] = None) -> int:
     """`specrepro gsm8k`: one repeat against a running server."""
-    from specrepro.config import load_resolved
+    from specrepro.core.config import load_resolved
 
     cfg = cfg or load_resolved(Path(args.config))
     settings = cfg["benchmarks"][args.benchmark]["gsm8k"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any, Dict, List, Sequence
 
-from specrepro import patching
-from specrepro.fileio import locked
-from specrepro.procs import run_logged
+from specrepro.upstream import patching
+from specrepro.util.fileio import locked
+from specrepro.util.procs import run_logged
 from specrepro.runtimes import register
 from specrepro.runtimes.base import (GpuIndex, ImageError, Invocation, PatchedBuild, Runtime, env_flags, safe_name,
                                      secret_specs)
@@ -17,11 +17,11 @@ Bootstrap: localimage
 From: {base_from}
 
 %files
-    {ctx}/patching.py /specrepro/patching.py
+    {ctx}/patching.py /specrepro/upstream/patching.py
     {ctx}/patches /specrepro/patches
 
 %post
-    python3 /specrepro/patching.py apply --tree {sglang_root} --layout repository \\
+    python3 /specrepro/upstream/patching.py apply --tree {sglang_root} --layout repository \\
         --series /specrepro/patches/series --record /specrepro/applied.json
 
 %labels

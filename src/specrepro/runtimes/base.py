@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
-from specrepro.errors import SpecreproError
+from specrepro.util.errors import SpecreproError
 
 GpuIndex = Union[int, str]
 # The labels of every container a launch starts: campaign, arm, launch and owner (the caller's uid).

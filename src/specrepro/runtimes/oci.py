@@ -20,8 +20,8 @@ import subprocess
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from specrepro.fileio import locked
-from specrepro.procs import run_logged
+from specrepro.util.fileio import locked
+from specrepro.util.procs import run_logged
 from specrepro.runtimes.base import (LABEL_PREFIX, SECRETS_INSIDE, GpuIndex, ImageError, Invocation, LaunchError, Mount,
                                      PatchedBuild, Runtime, RuntimeUnreachable, env_flags, safe_name, secret_specs,
                                      secrets_root)
