@@ -13,7 +13,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence
 
 import yaml
 
@@ -21,6 +21,7 @@ from specrepro.util.errors import SpecreproError, hydra_message
 from specrepro.core.cost import campaign_cost
 from specrepro.util.redaction import SECRET_NAME
 from specrepro.core.rounds import policy_of
+from specrepro import runtimes
 from specrepro.upstream.sglang_flags import OWNED_FLAG_NAMES, load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[3]))
@@ -245,8 +246,13 @@ def _arm_problems(cfg: Dict[str, Any]) -> List[str]:
 
 def _platform_problems(cfg: Dict[str, Any]) -> List[str]:
     plat, model = cfg["platform"], cfg["model"]
-    problems = runtime_arg_problems(plat)
-    if plat["container_runtime"] != "none" and not plat.get("base_image"):
+    try:
+        runtime = runtimes.runtime_for(plat)
+    except runtimes.UnknownRuntime as exc:
+        # every other platform check below asks the runtime
+        return [str(exc)]
+    problems = runtime.config_problems()
+    if not runtime.is_bare and not plat.get("base_image"):
         problems.append("platform.base_image: a container platform needs a base image")
     if plat["accelerator"] != "none" and model["gpus"] > plat["gpus_per_node"] > 0:
         problems.append(f"model.gpus: {model['gpus']} GPUs do not fit platform {plat['name']} "
@@ -263,9 +269,9 @@ def _platform_problems(cfg: Dict[str, Any]) -> List[str]:
                  for key in plat.get("server_env") or {} if SECRET_NAME.search(key)]
     if plat.get("python_env") and not (Path(cfg["project_root"]) / "requirements" / plat["python_env"]).is_file():
         problems.append(f"platform.python_env: requirements/{plat['python_env']} not found under {cfg['project_root']}")
-    if plat.get("python_env") and plat["container_runtime"] != "none":
+    if plat.get("python_env") and not runtime.is_bare:
         problems.append("platform.python_env: a pipeline-built venv serves bare processes only (container_runtime: none)")
-    if plat.get("environment_imports") and plat["container_runtime"] != "none":
+    if plat.get("environment_imports") and not runtime.is_bare:
         problems.append("platform.environment_imports: checks the caller's own environment, which serves bare processes "
                         "only (container_runtime: none)")
     return problems
@@ -414,54 +420,6 @@ def _theory_problems(cfg: Dict[str, Any]) -> List[str]:
                 problems += [f"{key}.{p}" for p in rule_problems(typed, cfg["model"])]
             except TheoryError as exc:
                 problems.append(f"{key}: {exc}")
-    return problems
-
-
-# Argument combinations a container runtime refuses, by its own documentation or error: (runtime, flags present
-# together, why).  `plan` and `run` refuse them before any job.
-RUNTIME_ARG_CONFLICTS = [
-    ("podman", ("--ipc=host", "--shm-size"),
-     "podman refuses --shm-size in the host's IPC namespace (\"cannot set shmsize when running in the host IPC "
-     "Namespace\"); with --ipc=host the container uses the host's /dev/shm: drop --shm-size"),
-    # seen with docker 20.10 (Debian's docker.io): the pair starts, /dev/shm is the host's, the size is dropped unsaid
-    ("docker", ("--ipc=host", "--shm-size"),
-     "docker accepts --shm-size in the host's IPC namespace and ignores it without a word: the container gets the "
-     "host's /dev/shm whatever size you asked for; drop --shm-size (or --ipc=host, to have a /dev/shm of that size)"),
-    ("apptainer", ("--ipc=host",), "apptainer has no --ipc; its containers share the host's IPC namespace"),
-]
-
-
-# The variable through which a secret's reader takes a file instead of the value: huggingface_hub reads the token
-# from the file HF_TOKEN_PATH names.  Others: `platform.passthrough_env: [NAME:PATH_VARIABLE]`.
-SECRET_FILE_VARS = {"HF_TOKEN": "HF_TOKEN_PATH"}
-
-
-def secret_specs(plat: Dict[str, Any]) -> List[Tuple[str, Optional[str]]]:
-    """`platform.passthrough_env` as (name, variable that names its file inside the container, or None)."""
-    out = []
-    for entry in plat.get("passthrough_env") or []:
-        name, _, var = str(entry).partition(":")
-        out.append((name, var or SECRET_FILE_VARS.get(name)))
-    return out
-
-
-def runtime_arg_problems(plat: Dict[str, Any]) -> List[str]:
-    args = [str(a) for a in plat.get("runtime_run_args") or []]
-    # `--ipc host` as two list items is the same flag as `--ipc=host`
-    args = [f"{a}={b}" if a.startswith("--") and "=" not in a and b and not b.startswith("-") else a
-            for a, b in zip(args, args[1:] + [""])]
-    problems = []
-    for runtime, flags, why in RUNTIME_ARG_CONFLICTS:
-        if plat["container_runtime"] == runtime and all(any(a == f or a.startswith(f + "=") or a.startswith(f + " ")
-                                                            for a in args) for f in flags):
-            problems.append(f"platform.runtime_run_args: {' with '.join(flags)} on {runtime}: {why}")
-    if plat["container_runtime"] in ("docker", "podman"):
-        for name, var in secret_specs(plat):
-            if not var:
-                problems.append(f"platform.passthrough_env: {name}: `{plat['container_runtime']} inspect` shows every "
-                                f"-e value of a container to whoever may use the runtime, so specrepro hands secrets to "
-                                f"the server as read-only files; write it as {name}:VARIABLE, VARIABLE being the one "
-                                f"through which the server reads it from a file (HF_TOKEN needs none: HF_TOKEN_PATH)")
     return problems
 
 

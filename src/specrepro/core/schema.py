@@ -21,16 +21,6 @@ class Accelerator(Enum):
     none = "none"
 
 
-class ContainerRuntime(Enum):
-    docker = "docker"
-    podman = "podman"
-    apptainer = "apptainer"
-    # Slurm's srun --container-image (pyxis + enroot)
-    pyxis = "pyxis"
-    # a bare process on the node (the platform's Python, or a venv the pipeline builds)
-    none = "none"
-
-
 class ImageDistribution(Enum):
     # only the build context travels; the node brings the base by digest and builds the patch layer, held to the
     # build host's applied record
@@ -134,7 +124,9 @@ class PlatformConfig:
     gpu_model: Optional[str] = None
     gpu_arch: Optional[str] = None
     gpus_per_node: int = 0
-    container_runtime: ContainerRuntime = ContainerRuntime.none
+    # a runtime of specrepro.runtimes (docker, podman, apptainer, pyxis; none: a bare process on the node), checked
+    # against its registry by config validation: a new runtime is a module there, not a value here
+    container_runtime: str = "none"
     # How to call the runtime (e.g. [podman, --root, /scratch/podman] or a full path); None: its name.
     runtime_command: Optional[List[str]] = None
     # Base image to patch; `{version}` is the pinned sglang version.  Resolved to

@@ -177,7 +177,7 @@ def collect(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[s
     probe_dir = Path(plan.cache_dir) / "gpu-facts-probe"
     probe_dir.mkdir(parents=True, exist_ok=True)
     (probe_dir / "probe.py").write_text(PROBE_SOURCE)
-    python = (image.get("python") or plan.platform["python"]) if launcher.runtime == "none" else "python3"
+    python = (image.get("python") or plan.platform["python"]) if launcher.runtime.is_bare else "python3"
     try:
         proc = run_probe(launcher, ctx, probe_argv(launcher, ctx, python, probe_dir / "probe.py", [], "facts"), 300)
         raw = json.loads(proc.stdout) if proc.returncode == 0 else None

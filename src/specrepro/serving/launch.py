@@ -21,6 +21,9 @@ container runtime, with everything the container needs and nothing more:
   per-launch folder on the node, and the variable its reader takes a path from
   is set (HF_TOKEN -> HF_TOKEN_PATH, which huggingface_hub reads).
 
+What differs per runtime (its argv, GPU flags or variables, secrets, stop commands) is the runtime object's
+(`Launcher.runtime`, specrepro/runtimes/): this module assembles the launch's values and hands them over.
+
 `plan` calls the same functions with symbolic values ($PORT, $GPU0, $IMAGE, ...);
 every launch records the values it used, so the printed argv with those values
 substituted is the argv that ran (tests hold them equal).
@@ -30,84 +33,25 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from specrepro.core.config import secret_specs
-from specrepro.util.errors import SpecreproError
 from specrepro.core.arm_plan import ArmPlan, BenchRun
+# LaunchError, Mount, RuntimeUnreachable, secrets_root: callers and tests import them from here too
+from specrepro.runtimes import (Invocation, LaunchError, Mount, RuntimeUnreachable, runtime_for,  # noqa: F401
+                                secrets_root)
+from specrepro.runtimes.base import LABEL_PREFIX
 
-LABEL_PREFIX = "org.specrepro"
 # Server arguments whose value may be a local path the server reads.
 PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
 GpuIndex = Union[int, str]
-# Where a docker/podman server finds its secrets (read-only files, one per name).
-SECRETS_INSIDE = "/run/specrepro/secrets"
-
-
-class LaunchError(SpecreproError, RuntimeError):
-    """A launch that cannot be built (GPUs not granted, bad mount); the message says what to set."""
-
-
-class RuntimeUnreachable(LaunchError):
-    """The container runtime does not answer on this host (no docker daemon at DOCKER_HOST, no podman)."""
-
-
-def secrets_root() -> Path:
-    """A node-local folder only the caller reads, in memory where the node has one (never the shared filesystem)."""
-    for candidate in (os.environ.get("XDG_RUNTIME_DIR"), "/dev/shm", tempfile.gettempdir()):
-        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
-            return Path(candidate) / f"specrepro-secrets-{os.getuid()}"
-    return Path(tempfile.gettempdir()) / f"specrepro-secrets-{os.getuid()}"
-
-
-def runtime_endpoint(runtime: str, rt: Sequence[str]) -> str:
-    """Where the runtime's CLI looks for its engine, in the words a user sets it with."""
-    for flag in ("-H", "--host", "--url"):
-        if flag in rt[:-1]:
-            return f"{flag} {rt[list(rt).index(flag) + 1]} (platform.runtime_command)"
-    if runtime == "docker":
-        if os.environ.get("DOCKER_HOST"):
-            return f"DOCKER_HOST={os.environ['DOCKER_HOST']}"
-        if os.environ.get("DOCKER_CONTEXT"):
-            return f"DOCKER_CONTEXT={os.environ['DOCKER_CONTEXT']}"
-        return "unix:///var/run/docker.sock (DOCKER_HOST is not set)"
-    if os.environ.get("CONTAINER_HOST"):
-        return f"CONTAINER_HOST={os.environ['CONTAINER_HOST']}"
-    return "this host's podman storage"
 
 
 def check_runtime(plat: Dict[str, Any]) -> str:
-    """The runtime answers on this host (docker: its daemon at DOCKER_HOST or the default socket), or
-    RuntimeUnreachable naming where it looked; returns the engine's version.  Called before an image is built, pulled,
-    loaded or run, so a dead daemon is an error in seconds, before any GPU time."""
-    runtime = plat["container_runtime"]
-    if runtime not in ("docker", "podman"):
-        return ""
-    rt = list(plat.get("runtime_command") or [runtime])
-    # docker: the daemon's version (the client alone answers without one); podman: `info` opens its storage
-    argv = ([*rt, "version", "--format", "{{.Server.Version}}"] if runtime == "docker"
-            else [*rt, "info", "--format", "{{.Version.Version}}"])
-    where = runtime_endpoint(runtime, rt)
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise RuntimeUnreachable(f"platform.container_runtime={runtime}: `{rt[0]}` is not installed on this host "
-                                 f"(PATH, or platform.runtime_command)") from None
-    except subprocess.TimeoutExpired:
-        raise RuntimeUnreachable(f"{runtime} did not answer within 60 s at {where}: `{' '.join(argv)}` hung") from None
-    if proc.returncode != 0 or not proc.stdout.strip():
-        said = (proc.stderr or proc.stdout).strip().splitlines()
-        hint = ("start this node's docker daemon, or point DOCKER_HOST at it (e.g. unix:///var/run/docker.sock); "
-                "your user must be allowed to use its socket" if runtime == "docker"
-                else "check `podman info` on this host")
-        raise RuntimeUnreachable(f"{runtime} is not reachable at {where}: {' / '.join(said[-3:])[:500]}; {hint}. "
-                                 f"Nothing was built or started.")
-    return proc.stdout.strip()
+    """The platform's runtime answers on this host (its engine's version; "" where there is no engine to ask), or
+    RuntimeUnreachable naming where it looked."""
+    return runtime_for(plat).check_reachable()
 
 
 @dataclass
@@ -285,28 +229,19 @@ def _cache_key(image_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", image_id.split(":")[-1])[:24] or "none"
 
 
-@dataclass(frozen=True)
-class Mount:
-    host: str
-    container: str
-    read_only: bool
-
-    def spec(self) -> str:
-        return f"{self.host}:{self.container}" + (":ro" if self.read_only else "")
-
-
 class Launcher:
-    """Command lines of one arm's server and clients on its platform."""
+    """Command lines of one arm's server and clients on its platform; the runtime (`self.runtime`, a
+    specrepro.runtimes.Runtime) wraps them."""
 
     def __init__(self, plan: ArmPlan):
         self.plan = plan
         self.plat = plan.platform
-        self.runtime = self.plat["container_runtime"]
+        self.runtime = runtime_for(self.plat)
         self.arm = plan.name
 
     # --- pieces ---------------------------------------------------------------
     def runtime_command(self) -> List[str]:
-        return list(self.plat.get("runtime_command") or [self.runtime])
+        return self.runtime.command()
 
     def container_name(self, ctx: LaunchContext) -> str:
         return f"specrepro-{self.plan.campaign}-{self.arm}-{ctx.launch_id}"
@@ -344,59 +279,25 @@ class Launcher:
         return list(unique.values())
 
     def prepare(self, ctx: LaunchContext) -> None:
-        """Create the read-write mount sources a container needs; refuse a missing read-only one, which podman refuses
-        and docker would silently create as an empty root-owned folder (the server would then see no model)."""
-        if self.runtime != "none" and self.plat.get("compile_cache_env"):
+        """Create the read-write mount sources a container needs; refuse a missing read-only one where the runtime
+        would mishandle it (podman refuses it, docker silently creates an empty root-owned folder: the server would
+        then see no model)."""
+        if not self.runtime.is_bare and self.plat.get("compile_cache_env"):
             (self.compile_cache(ctx) / "home").mkdir(parents=True, exist_ok=True)
         self.plan.arm_dir.mkdir(parents=True, exist_ok=True)
-        if self.runtime in ("docker", "podman"):
-            missing = [m.host for m in self.mounts(ctx) if not os.path.exists(m.host)]
-            if missing:
-                raise LaunchError(f"mount sources not on this node: {missing} (model.server_args paths, "
-                                  f"benchmarks.*.serving.dataset_path, platform.mounts); {self.runtime} "
-                                  + ("would create each as an empty root-owned folder" if self.runtime == "docker"
-                                     else "refuses them"))
+        self.runtime.refuse_missing_mounts(lambda: [m.host for m in self.mounts(ctx) if not os.path.exists(m.host)])
 
-    # --- secrets (docker, podman) ---------------------------------------------------
+    # --- secrets: the runtime's way (docker, podman: read-only files) ----------------
     def secret_mounts(self, ctx: LaunchContext) -> Tuple[List[Mount], Dict[str, str]]:
         """Each secret as a read-only file, and the variables that name those files inside the container."""
-        mounts, env = [], {}
-        for name, var in secret_specs(self.plat):
-            if not var:
-                raise LaunchError(f"platform.passthrough_env: {name} has no file variable; `{self.runtime} inspect` "
-                                  f"shows every -e value, so write it as {name}:VARIABLE (the variable through which "
-                                  f"the server reads it from a file)")
-            inside = f"{SECRETS_INSIDE}/{name}"
-            mounts.append(Mount(f"{ctx.secrets_dir}/{name}", inside, True))
-            env[var] = inside
-        return mounts, env
+        return self.runtime.secret_mounts(ctx.secrets_dir)
 
     def write_secrets(self, ctx: LaunchContext, environ: Optional[Dict[str, str]] = None) -> None:
-        """This launch's secret files: a fresh folder only the caller reads, each file its value (empty when unset
-        here: huggingface_hub reads an empty token file as no token), readable by the server's user only."""
-        if self.runtime not in ("docker", "podman") or not secret_specs(self.plat):
-            return
-        environ = os.environ if environ is None else environ
-        folder = Path(ctx.secrets_dir)
-        folder.parent.mkdir(mode=0o700, exist_ok=True)
-        st = folder.parent.stat()
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise LaunchError(f"{folder.parent} is not a folder only you can read (owner {st.st_uid}, mode "
-                              f"{oct(st.st_mode & 0o777)}): refusing to put secrets there")
-        folder.mkdir(mode=0o700)
-        uid, _, gid = ctx.user.partition(":")
-        for name, _var in secret_specs(self.plat):
-            fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
-            try:
-                os.write(fd, environ.get(name, "").encode())
-                if os.getuid() == 0 and uid.isdigit() and int(uid) != 0:
-                    os.fchown(fd, int(uid), int(gid) if gid.isdigit() else -1)
-            finally:
-                os.close(fd)
+        """This launch's secrets where its server reads them (docker, podman: a private folder of files)."""
+        self.runtime.write_secrets(ctx.secrets_dir, ctx.user, os.environ if environ is None else environ)
 
     def remove_secrets(self, ctx: LaunchContext) -> None:
-        if ctx.secrets_dir and not ctx.secrets_dir.startswith("$"):
-            shutil.rmtree(ctx.secrets_dir, ignore_errors=True)
+        self.runtime.remove_secrets(ctx.secrets_dir)
 
     def env(self, ctx: LaunchContext, client: bool = False) -> Dict[str, str]:
         """Environment inside the server (or client) process: values, never secrets."""
@@ -407,24 +308,13 @@ class Launcher:
             env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         if self.plat.get("hf_home"):
             env["HF_HOME"] = self.plat["hf_home"]
-        if self.plat.get("compile_cache_env") and self.runtime != "none":
+        if self.plat.get("compile_cache_env") and not self.runtime.is_bare:
             cache = self.compile_cache(ctx)
             env.update({name: str(cache / sub) for name, sub in self.plat["compile_cache_env"].items()})
             # A non-root user in an image built for root needs a writable HOME.
             env["HOME"] = str(cache / "home")
-        # apptainer runs in the job's own step: its GPUs are named to the runtime.  pyxis starts a nested step that
-        # asks Slurm for its own GPUs (--gres), which Slurm binds and numbers from 0 under ConstrainDevices.
-        if self.runtime == "apptainer" and ctx.gpus and not client:
-            name = "ROCR_VISIBLE_DEVICES" if self.plat["accelerator"] == "rocm" else "CUDA_VISIBLE_DEVICES"
-            env[name] = ",".join(map(str, ctx.gpus))
-        # A bare server on one host without a scheduler (serve.gpus, or the node's own table) sees the GPUs it was given and no other: CUDA in
-        # PCI order (its own default is fastest first), which is the node's table's order (node_facts); ROCr in KFD
-        # order.  A scheduler's grant comes with its own variable, which the process inherits as it is.
-        if self.runtime == "none" and ctx.gpus and ctx.gpu_source in ("serve.gpus", "node") and not client:
-            if self.plat["accelerator"] == "rocm":
-                env["ROCR_VISIBLE_DEVICES"] = ",".join(map(str, ctx.gpus))
-            elif self.plat["accelerator"] == "cuda":
-                env.update(CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES=",".join(map(str, ctx.gpus)))
+        if not client:
+            env.update(self.runtime.gpu_env(ctx.gpus, ctx.gpu_source))
         return env
 
     def device_files(self, ctx: LaunchContext) -> List[str]:
@@ -437,20 +327,6 @@ class Launcher:
         for g, render in zip(ctx.gpus, renders):
             devices.append(self.plat["gpu_device_pattern"].format(index=g, render=render))
         return devices
-
-    def gpu_args(self, ctx: LaunchContext) -> List[str]:
-        if not ctx.gpus or self.plat["accelerator"] == "none":
-            return []
-        if self.plat.get("gpu_device_pattern"):
-            # the device files' own group (numeric: the image has no such name), so a non-root server opens them
-            group = ["--group-add", str(ctx.device_gid)] if ctx.device_gid not in (None, "") else []
-            return [f"--device={d}" for d in self.device_files(ctx)] + group
-        ids = ",".join(map(str, ctx.gpus))
-        if self.runtime == "docker":
-            return ["--gpus", f'"device={ids}"']
-        if self.runtime == "podman":
-            return [f"--device=nvidia.com/gpu={g}" for g in ctx.gpus]
-        return []
 
     def server_command(self, ctx: LaunchContext, python: str) -> List[str]:
         head = [part.replace("{python}", python) for part in self.plat["server_command"]]
@@ -467,47 +343,14 @@ class Launcher:
              extra_env: Optional[Dict[str, str]] = None) -> List[str]:
         """`inner` run by the platform: as the server's container, or next to it (a client).  The server's own
         container (no name suffix) gets the secrets; probes next to it (preflight, GPU facts) do not."""
-        if self.runtime == "none":
+        if self.runtime.is_bare:
             return inner
-        env = {**self.env(ctx, client=not server), **(extra_env or {})}
-        mounts = self.mounts(ctx) + list(extra_mounts)
-        name = self.container_name(ctx) + name_suffix
-        if self.runtime in ("docker", "podman"):
-            rt = self.runtime_command()
-            if not server:
-                return [*rt, "exec", *_env_flags("-e", env), name, *inner]
-            if not name_suffix:
-                secret_mounts, secret_env = self.secret_mounts(ctx)
-                mounts += secret_mounts
-                env.update(secret_env)
-            argv = [*rt, "run", "--rm", "--name", name, "--network", "host", "--user", ctx.user]
-            for k, v in self.labels(ctx).items():
-                argv += ["--label", f"{k}={v}"]
-            argv += self.gpu_args(ctx)
-            for m in mounts:
-                argv += ["-v", m.spec()]
-            argv += list(self.plat.get("runtime_run_args") or [])
-            # Secrets are files (secret_mounts): `inspect` shows every -e value, even one passed by name.
-            argv += _env_flags("-e", env)
-            return argv + [ctx.image] + inner
-        if self.runtime == "apptainer":
-            rt = self.runtime_command()
-            gpu = ["--rocm"] if self.plat["accelerator"] == "rocm" else ["--nv"] if self.plat["accelerator"] == "cuda" else []
-            # --cleanenv: only what is named here (secrets through APPTAINERENV_*) reaches the container.
-            return [*rt, "exec", "--cleanenv", *(gpu if server else []), "--bind", ",".join(m.spec() for m in mounts),
-                    *_env_flags("--env", env), ctx.image, *inner]
-        if self.runtime == "pyxis":
-            rt = list(self.plat.get("runtime_command") or ["srun"])
-            # srun splits --export on commas (a value like a,b would arrive as "a"): the values go into srun's own
-            # environment, whole, through env(1), and --export=ALL hands that environment to the step.
-            argv = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *rt, "--ntasks=1", "--overlap",
-                    f"--container-image={ctx.image}", f"--container-name={name}",
-                    "--container-mounts=" + ",".join(m.spec() for m in mounts), "--no-container-entrypoint",
-                    "--container-workdir=/", "--export=ALL"]
-            if server and ctx.gpus:
-                argv.append(f"--gres=gpu:{len(ctx.gpus)}")
-            return argv + inner
-        raise LaunchError(f"platform.container_runtime: {self.runtime!r} has no launcher")
+        return self.runtime.wrap(Invocation(
+            inner=inner, image=ctx.image, name=self.container_name(ctx) + name_suffix, user=ctx.user,
+            env={**self.env(ctx, client=not server), **(extra_env or {})},
+            mounts=self.mounts(ctx) + list(extra_mounts), labels=self.labels(ctx), gpus=list(ctx.gpus),
+            device_files=self.device_files(ctx), device_gid=ctx.device_gid, own_container=server,
+            secrets_dir=ctx.secrets_dir, with_secrets=server and not name_suffix))
 
     def client_argv(self, ctx: LaunchContext, run: BenchRun, out_dir: str, python: Optional[str] = None) -> List[str]:
         """A benchmark repeat's client: GSM8K on the host (plain HTTP), bench_serving next to the server."""
@@ -519,30 +362,9 @@ class Launcher:
         return self.wrap(ctx, inner, server=False)
 
     def stop_argv(self, ctx: LaunchContext, grace_s: float) -> List[List[str]]:
-        if self.runtime in ("docker", "podman"):
-            rt, name = self.runtime_command(), self.container_name(ctx)
-            return [[*rt, "stop", "-t", str(int(grace_s)), name], [*rt, "rm", "-f", "--ignore", name]
-                    if self.runtime == "podman" else [*rt, "rm", "-f", name]]
-        return []
+        return self.runtime.stop_argv(self.container_name(ctx), grace_s)
 
     def process_env(self, ctx: LaunchContext, base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         """Environment of the process specrepro starts (the runtime, or a bare server)."""
         env = dict(os.environ if base is None else base)
-        if self.runtime == "none":
-            env.update(self.env(ctx))
-            # The arm's sglang tree is the pipeline's own copy: its ~900 server modules are compiled into it by the
-            # first process that imports them, not again by every server process and client of every launch
-            # (about 5 s of each start on a CPU); Snakemake dates a tree by its .snakemake_timestamp, not its files.
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-        elif self.runtime == "apptainer":
-            for secret, _var in secret_specs(self.plat):
-                if secret in env:
-                    env[f"APPTAINERENV_{secret}"] = env[secret]
-        return env
-
-
-def _env_flags(flag: str, env: Dict[str, str]) -> List[str]:
-    out: List[str] = []
-    for k, v in sorted(env.items()):
-        out += [flag, f"{k}={v}"]
-    return out
+        return self.runtime.process_env(env, self.env(ctx))

@@ -22,7 +22,7 @@ def probe_argv(launcher: Launcher, ctx: LaunchContext, python: str, program: Pat
                extra_env: Optional[Dict[str, str]] = None) -> List[str]:
     """The command that runs `python program args` where the arm's server runs; in a container the program's
     `folder` (default: its own) is mounted read-only, so it may import its neighbours."""
-    if launcher.runtime == "none":
+    if launcher.runtime.is_bare:
         return [python, str(program), *args]
     folder = Path(folder or program.parent)
     inside = f"{INSIDE}/{name}"

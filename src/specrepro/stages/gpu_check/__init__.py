@@ -87,7 +87,7 @@ def gpu_check_stage(plan: ArmPlan, checked: List[Dict[str, Any]], image_record: 
     env = dict(os.environ)
     if image.get("pythonpath"):
         env["PYTHONPATH"] = image["pythonpath"]
-    if launcher.runtime == "none" and gpus:
+    if launcher.runtime.is_bare and gpus:
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     started = time.monotonic()
     results, argvs = [], []

@@ -55,63 +55,14 @@ def remove_stale_containers(plan: ArmPlan, launcher: Launcher, log: IO) -> Dict[
     """The caller's own specrepro containers left on this node by a killed job (exclusive placement: all of them;
     packed: this arm's), removed with their secret files.  A docker daemon (or rootful podman) is shared by every user
     of the node: containers whose owner label is another uid, or that carry none, are reported and left alone (if
-    they hold the granted GPUs, the idle check says so)."""
-    from specrepro.serving.launch import LABEL_PREFIX, RuntimeUnreachable, check_runtime, secrets_root
+    they hold the granted GPUs, the idle check says so).  The runtime's own `remove_stale_containers`."""
+    from specrepro.serving.launch import LABEL_PREFIX
 
     started = time.monotonic()
-    if launcher.runtime not in ("docker", "podman"):
-        return _check("stale_containers", True, f"{launcher.runtime}: no long-lived containers to look for", started)
-    try:
-        check_runtime(plan.platform)
-    except RuntimeUnreachable as exc:
-        return _check("stale_containers", False, str(exc), started)
-    rt = launcher.runtime_command()
-    me = str(os.getuid())
     scope = (f"label={LABEL_PREFIX}.campaign" if plan.serve["placement"] == "exclusive"
              else f"label={LABEL_PREFIX}.arm={plan.name}")
-
-    def labelled() -> Dict[str, Dict[str, str]]:
-        found = subprocess.run([*rt, "ps", "--all", "--filter", scope, "--format", "{{.Names}}"],
-                               capture_output=True, text=True)
-        if found.returncode != 0:
-            raise PreflightError(f"`{' '.join(rt)} ps` failed: {found.stderr.strip()[:300]}")
-        names = found.stdout.split()
-        if not names:
-            return {}
-        # one container's labels a line; a container gone meanwhile only prints an error for itself
-        shown = subprocess.run([*rt, "inspect", "--format", "{{.Name}} {{json .Config.Labels}}", *names],
-                               capture_output=True, text=True)
-        out = {}
-        for line in shown.stdout.splitlines():
-            name, _, labels = line.strip().partition(" ")
-            try:
-                out[name.lstrip("/")] = json.loads(labels) or {}
-            except ValueError:
-                continue
-        return out
-
-    try:
-        found = labelled()
-    except PreflightError as exc:
-        return _check("stale_containers", False, str(exc), started)
-    mine = {n: lab for n, lab in found.items() if lab.get(f"{LABEL_PREFIX}.user") == me}
-    others = {n: lab.get(f"{LABEL_PREFIX}.user", "no owner label") for n, lab in found.items() if n not in mine}
-    for name, labels in mine.items():
-        print(f"preflight: removing stale container {name}", file=log, flush=True)
-        subprocess.run([*rt, "rm", "--force", name], capture_output=True)
-        launch_id = labels.get(f"{LABEL_PREFIX}.launch")
-        if launch_id and "/" not in launch_id and launch_id not in (".", ".."):
-            shutil.rmtree(secrets_root() / launch_id, ignore_errors=True)
-    for name, owner in others.items():
-        print(f"preflight: leaving container {name} alone: it is not yours (owner {owner}, you are uid {me})",
-              file=log, flush=True)
-    left = [n for n in labelled() if n in mine]
-    detail = (f"still present after removal: {left}" if left
-              else f"removed {len(mine)} stale specrepro container(s) of yours {sorted(mine)}" if mine
-              else "none of yours on this node")
-    if others:
-        detail += f"; left alone, not yours: {others}"
-    return _check("stale_containers", not left, detail, started)
+    ok, detail = launcher.runtime.remove_stale_containers(scope, str(os.getuid()), log)
+    return _check("stale_containers", ok, detail, started)
 
 
 def gpu_memory_used_fraction(plat: Dict[str, Any], gpus: List[int],
@@ -180,7 +131,7 @@ def probe_image(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Di
     """Run probe_image.py where the server will run: inside its image, with its mounts, user and GPU devices."""
     from specrepro.serving.probes import probe_argv, run_probe
 
-    if launcher.runtime == "none":
+    if launcher.runtime.is_bare:
         root = image.get("sglang_root") or image["pythonpath"]
         argv = probe_argv(launcher, ctx, sys.executable, PROBE, [root, json.dumps(paths)], "preflight")
     else:
@@ -268,13 +219,14 @@ def resolution_check(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, imag
         result, where = reused["arm"], f"reused: {reused['by']} resolved the same arguments, tree and model config"
     else:
         off_node = plan.platform["accelerator"] != "none"
-        python = image.get("python") or plan.python if launcher.runtime == "none" else plan.platform["python"]
+        bare = launcher.runtime.is_bare
+        python = image.get("python") or plan.python if bare else plan.platform["python"]
         hidden = HIDDEN_ACCELERATOR if off_node else {}
         try:
             argv = probe_argv(launcher, ctx, python, RESOLVE_PROBE, [], "resolve", extra_env=hidden or None)
             env = launcher.process_env(ctx)
-            env.update(hidden if launcher.runtime == "none" else {})
-            result = resolve_arms([plan], python, image.get("pythonpath", "") if launcher.runtime == "none" else "",
+            env.update(hidden if bare else {})
+            result = resolve_arms([plan], python, image.get("pythonpath", "") if bare else "",
                                   off_node=off_node, argv=argv, env=env)[plan.name]
         except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
             return _check("server_args_resolution", False, f"sglang's resolution could not run in the image: {exc}",
