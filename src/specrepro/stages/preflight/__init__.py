@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 from specrepro.core.arm_plan import ArmPlan
 from specrepro.util.errors import SpecreproError
-from specrepro.serving.launch import LaunchContext, Launcher
+from specrepro.serving.launch import LABEL_PREFIX, LaunchContext, Launcher
 
 PROBE = Path(__file__).parent / "probe_image.py"
 ENV_PROBE = Path(__file__).parent / "probe_env.py"
@@ -56,8 +56,6 @@ def remove_stale_containers(plan: ArmPlan, launcher: Launcher, log: IO) -> Dict[
     packed: this arm's), removed with their secret files.  A docker daemon (or rootful podman) is shared by every user
     of the node: containers whose owner label is another uid, or that carry none, are reported and left alone (if
     they hold the granted GPUs, the idle check says so).  The runtime's own `remove_stale_containers`."""
-    from specrepro.serving.launch import LABEL_PREFIX
-
     started = time.monotonic()
     scope = (f"label={LABEL_PREFIX}.campaign" if plan.serve["placement"] == "exclusive"
              else f"label={LABEL_PREFIX}.arm={plan.name}")
