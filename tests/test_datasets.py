@@ -99,7 +99,10 @@ def test_gsm8k_is_read_from_its_configured_path_and_nothing_points_outside_the_r
 
 def test_the_client_gets_the_resolved_file_and_the_measuring_job_waits_for_it(tmp_path):
     campaign = Campaign(compose([f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]))
-    argv = campaign.plan("main_rs_on").bench_serving_argv("bench_serving", "http://h:1", "out.jsonl")
+    from specrepro.arm_plan import BenchRun
+
+    # the bench_serving kind's client step (specrepro.benchmarks.bench_serving)
+    argv = campaign.plan("main_rs_on").client_step(BenchRun("main_rs_on", "bench_serving", 1), "http://h:1", "out").argv
     assert argv[argv.index("--dataset-path") + 1] == str(tmp_path / "c" / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json")
     assert campaign.datasets_for_arm("main_rs_on") == [str(tmp_path / "r" / "datasets" / f"{b}.json")
                                                       for b in ("gsm8k", "gsm8k_sampled", "bench_serving")]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from specrepro.arm_plan import thawed
+from specrepro.benchmarks import mlflow_metric_name
 from specrepro.redaction import redact, secret_values
 from specrepro.rounds import round_of
 from specrepro.tracking_server import TrackingServerError, configured_uri, refuse_credentials_in_uri
@@ -153,7 +154,8 @@ def _log(client, run_id: str, params: Dict[str, Any], metrics: Dict[str, float],
     # writes the same (key, value, timestamp, step): the history does not grow.
     existing_metrics = existing_run.metrics
     stamp = timestamp_ms if timestamp_ms is not None else 0
-    metric_objs = [Metric(k, float(v), stamp, 0) for k, v in metrics.items()
+    named = {mlflow_metric_name(k): v for k, v in metrics.items()}
+    metric_objs = [Metric(k, float(v), stamp, 0) for k, v in named.items()
                    if v is not None and existing_metrics.get(k) != float(v)]
     tag_objs = [RunTag(k, redact(str(v), secrets)) for k, v in tags.items() if v is not None]
     for i in range(0, max(len(new_params), len(metric_objs), len(tag_objs)), 100):
@@ -366,7 +368,7 @@ class CampaignTracker:
                        "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
                        "accept_length_sources_agree": str(agreement["agree"])},
                  timestamp_ms=end_ms)
-        for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
+        for name in (*plan.kind(run.benchmark).output_files, "run.json"):
             if (plan.arm_dir / run.stem / name).is_file():
                 self.artifact(run_id, plan.arm_dir / run.stem / name, "outputs")
         self.finish(run_id, end_time_ms=end_ms)
