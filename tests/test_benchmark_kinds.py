@@ -58,8 +58,8 @@ KIND = Throwaway()
 '''
 THROWAWAY_YAML = "kind: throwaway\nthrowaway: {requests: 4, words: 7}\n"
 
-# Composes the seed CPU experiment with the throwaway kind on one arm, builds that arm's plan, its warm-up and its
-# client argv, all from the copied package (first on sys.path).
+# From the copied package (first on sys.path): the seed CPU experiment's key of one run; with the throwaway kind on
+# one arm, that arm's plan, its warm-up and its client argv.
 THROWAWAY_SCRIPT = '''
 import json, sys
 import specrepro
@@ -68,11 +68,16 @@ from specrepro.config import compose
 from specrepro.launch import Launcher, planned_context
 from specrepro.serve import warmup_batches
 
-cfg = compose(["experiment=eagle_topk_cpu", "+bench@benchmarks.tw=throwaway", "results_dir=" + sys.argv[1],
-               "experiment.arms.main_rs_off.benchmarks=[gsm8k,tw]"])
+overrides = ["experiment=eagle_topk_cpu", "results_dir=" + sys.argv[1]]
+# the seed experiment as it is: its keys
+gsm8k_key = build_arm_plan(compose(overrides), "main_rs_off").run_key("gsm8k")
+if sys.argv[2] == "original":
+    print(json.dumps({"package": specrepro.__file__, "gsm8k_key": gsm8k_key}))
+    sys.exit(0)
+cfg = compose([*overrides, "+bench@benchmarks.tw=throwaway", "experiment.arms.main_rs_off.benchmarks=[gsm8k,tw]"])
 plan = build_arm_plan(cfg, "main_rs_off")
 run = BenchRun("main_rs_off", "tw", 1)
-print(json.dumps({"package": specrepro.__file__, "kind": plan.kind("tw").name,
+print(json.dumps({"package": specrepro.__file__, "kind": plan.kind("tw").name, "gsm8k_key": gsm8k_key,
                   "warmup": [b for b in warmup_batches(plan) if b["benchmark"] == "tw"], "key": plan.run_key("tw"),
                   "argv": Launcher(plan).client_argv(planned_context(plan), run, "/out"),
                   "settings": dict(plan.settings("tw"))}))
@@ -96,16 +101,23 @@ def test_a_throwaway_kind_is_its_module_and_its_yaml(tmp_path):
     # read, never changed: the analysis package (src/specrepro/analysis links to it), patches, requirements, data
     for name in ("analysis", "patches", "requirements", "data"):
         (copy / name).symlink_to(ROOT / name)
+
+    def plan_facts(checkout: Path, which: str) -> dict:
+        env = {**os.environ, "PYTHONPATH": f"{checkout / 'src'}{os.pathsep}{checkout}", "SPECREPRO_ROOT": str(checkout),
+               "SPECREPRO_CACHE_DIR": str(tmp_path / "cache")}
+        proc = subprocess.run([sys.executable, "-c", THROWAWAY_SCRIPT, str(tmp_path / "results"), which],
+                              cwd=checkout, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert out["package"].startswith(str(checkout / "src")), out["package"]
+        return out
+
+    before = plan_facts(copy, "original")
     (copy / "src" / "specrepro" / "benchmarks" / "throwaway.py").write_text(THROWAWAY_MODULE)
     (copy / "conf" / "bench" / "throwaway.yaml").write_text(THROWAWAY_YAML)
-
-    env = {**os.environ, "PYTHONPATH": f"{copy / 'src'}{os.pathsep}{copy}", "SPECREPRO_ROOT": str(copy),
-           "SPECREPRO_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-c", THROWAWAY_SCRIPT, str(tmp_path / "results")], cwd=copy,
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["package"].startswith(str(copy)), out["package"]
+    out = plan_facts(copy, "with_throwaway")
+    # a registered kind adds a settings block to every benchmark's schema; the other benchmarks' keys stay
+    assert out["gsm8k_key"] == before["gsm8k_key"]
     assert out["kind"] == "throwaway" and out["settings"] == {"requests": 4, "words": 7}
     assert out["warmup"] == [{"benchmark": "tw", "concurrency": 1,
                               "payloads": [{"text": "word " * 7, "sampling_params": {"max_new_tokens": 1}}] * 2}]
