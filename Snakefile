@@ -6,9 +6,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-from specrepro.arm_plan import thawed
-from specrepro.tracking_server import remote_uri
-from specrepro.plan_text import planned_server_command
+from specrepro.core.arm_plan import thawed
+from specrepro.stages.tracking_server import remote_uri
+from specrepro.serving.plan_text import planned_server_command
 from specrepro.workflow_support import (
     Rounds,
     arm_constraint,
@@ -19,7 +19,7 @@ from specrepro.workflow_support import (
 # composed (or read back) and checked once; every arm's plan built once
 CAMPAIGN = campaign_for_snakemake(config)
 PLANS = CAMPAIGN.plans
-# every path of the campaign's results folder, and its Snakemake pattern (specrepro.layout)
+# every path of the campaign's results folder, and its Snakemake pattern (specrepro.core.layout)
 L = CAMPAIGN.layout
 VERDICTS = targets(CAMPAIGN, "patch_check", L.patch_check())
 # a sequential design's rounds, each decided by a checkpoint after the round before

@@ -269,12 +269,12 @@ def theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame],
                  predictions: Dict[Tuple[str, str], Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Measured accept length per (arm, benchmark) beside what theory predicts for the draft's rule there.
 
-    `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.theory: the rule, its drafts per
+    `predictions`: (arm, benchmark) -> {rule, steps, first, rest} (specrepro.core.theory: the rule, its drafts per
     verify step, and the acceptance of a request's first draft and of every other one).  The run's verify steps
     (meta_info spec_verify_ct) give the prediction's sampling error and, where a request's first proposal follows
     another rule, the weight of its first step.
     """
-    from specrepro.theory import predict
+    from specrepro.core.theory import predict
 
     measured = runs[runs["metric"] == "accept_length"].groupby(["arm", "benchmark"])["value"].mean()
     out = []

@@ -334,7 +334,7 @@ def views(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str,
 def claim_definitions(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Each claim as its file writes it (analysis.json leaves out some keys: a restored gap's `from`)."""
     from specrepro.analysis.claims import ClaimsError, campaign_claims
-    from specrepro.campaign import Campaign
+    from specrepro.core.campaign import Campaign
 
     path = Campaign(cfg).claims_path
     if not path:

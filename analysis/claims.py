@@ -39,7 +39,7 @@ ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_le
 KIND_METRICS = {name: (*kind.record_metrics, *ACCEPT_LENGTH_METRICS) for name, kind in kinds().items()}
 CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
               "fraction",
-              # a claim's instance at one level of a sweep (specrepro.sweep.claims_per_level)
+              # a claim's instance at one level of a sweep (specrepro.core.sweep.claims_per_level)
               "base_id", "levels"}
 VERDICTS = ("REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE")
 
@@ -132,8 +132,8 @@ def claim_problems(claims: List[Any], source: str, arms: List[str], benchmark_ki
 def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside); every entry
     point holds a composed config to it before anything runs."""
-    from specrepro.config import CONF_DIR
-    from specrepro.sweep import claims_per_level
+    from specrepro.core.config import CONF_DIR
+    from specrepro.core.sweep import claims_per_level
 
     exp = cfg["experiment"]
     if not exp.get("claims"):
@@ -160,7 +160,7 @@ def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
 
 def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The composed config, its claims file held to it: a ConfigError naming the file, claim and key."""
-    from specrepro.config import ConfigError
+    from specrepro.core.config import ConfigError
 
     problems = campaign_claim_problems(cfg)
     if problems:
@@ -170,7 +170,7 @@ def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any]]:
     """The claims judged: the file's, less experiment.skip_claims, each swept one once per level."""
-    from specrepro.sweep import claims_per_level
+    from specrepro.core.sweep import claims_per_level
 
     skip = set(cfg["experiment"].get("skip_claims") or [])
     return claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skip], cfg)

@@ -1,6 +1,6 @@
 """What the analysis says of a campaign before it runs: each claim's decidability, from the same noise computation
 the verdicts use (specrepro.analysis.checks.decidability), fed with the published repeats and the priors.
-`specrepro plan` prints it after the commands (specrepro.plan_text)."""
+`specrepro plan` prints it after the commands (specrepro.serving.plan_text)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Dict, List
 
 from specrepro.analysis.checks import decidability
 from specrepro.analysis.claims import campaign_claims
-from specrepro.campaign import Campaign
-from specrepro.cost import repeats_of
+from specrepro.core.campaign import Campaign
+from specrepro.core.cost import repeats_of
 
 
 def decidability_of(campaign: Campaign) -> List[Dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 import matplotlib
 import numpy as np
 
-from specrepro.document import Figure
+from specrepro.util.document import Figure
 from specrepro.analysis.stats import per_token_latencies
 
 matplotlib.use("Agg")

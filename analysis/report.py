@@ -1,6 +1,6 @@
 """Markdown and HTML reports: what ran, on what, and what it shows.
 
-Every section is built once, as data (specrepro.document: sections of text, tables with coloured verdict
+Every section is built once, as data (specrepro.util.document: sections of text, tables with coloured verdict
 cells, figures), and rendered twice: report.md (GitHub-flavoured markdown) and report.html (one self-contained page,
 verdicts first, plots beside the tables they illustrate, the long parts folded).  report/pr_comment.md is the short
 form a reviewer pastes into the PR under test.
@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 from specrepro.analysis.claims import unjudged_metrics
 from specrepro.benchmarks import greedy as greedy_benchmark, kind_of, kinds, questions as questions_of
 from specrepro.analysis.provenance import git_commit
-from specrepro.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
+from specrepro.util.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
                                          to_html, to_markdown, verdict_cell, verdict_class, yes_no)
 
 GPU_STATEMENT = (
@@ -35,8 +35,8 @@ def table_head(*cells: str) -> List[str]:
 
 def verdict_sections(verdicts: List[Path]) -> List[Section]:
     """The patch_check and gpu_check verdicts, each from its JSON record (a gpu_check verdict names its arm)."""
-    from specrepro.gpu_check import verdict_section as gpu_section
-    from specrepro.patch_check import verdict_section as cpu_section
+    from specrepro.stages.gpu_check import verdict_section as gpu_section
+    from specrepro.stages.patch_check import verdict_section as cpu_section
 
     out = []
     for path in verdicts:
@@ -368,7 +368,7 @@ def accuracy_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[
 
 
 def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = False) -> Optional[Section]:
-    """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.theory)."""
+    """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.core.theory)."""
     from specrepro.analysis.plots import theory_plot
 
     rows = analysis.get("theory") or []
@@ -434,7 +434,7 @@ def stage_costs_section(results_dir: Path) -> Optional[Section]:
 
 def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Optional[Section]:
     """Measured facts per arm (from inside its image), and fingerprint differences against the baseline."""
-    from specrepro.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
+    from specrepro.serving.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
 
     if not arm_records:
         return None
@@ -471,7 +471,7 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Op
 
 def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
     """Each patch series the arms run, in its own words (patches/<series>/series.yaml), and which arms run it."""
-    from specrepro.series import load_series, series_folder
+    from specrepro.core.series import load_series, series_folder
 
     lines = []
     for name in cfg["experiment"].get("patch_series") or {}:
@@ -848,7 +848,7 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
 def lede(cfg: Dict[str, Any], recorded_hash: str = "") -> str:
     """The line under the title; `recorded_hash`: the config hash the report stage recorded (a configuration read
     back with its paths replaced hashes differently)."""
-    from specrepro.config import config_hash
+    from specrepro.core.config import config_hash
 
     toy = " (a toy model)" if cfg["model"].get("toy") else ""
     gpu = " (a CPU, no GPU)" if cfg["platform"].get("accelerator") == "none" else ""
@@ -918,17 +918,17 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
 
     from specrepro.analysis.analyze import analyze
     from specrepro.analysis.claims import load_claims
-    from specrepro.effective_config import invalid_arms
+    from specrepro.measure.effective_config import invalid_arms
 
     records = [json.loads(Path(p).read_text()) for p in arm_records]
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
-    from specrepro.campaign import Campaign
-    from specrepro.config import theory_entries
-    from specrepro.sweep import claims_per_level
-    from specrepro.theory import predictions
-    from specrepro.toy_model import acceptance as toy_acceptance
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import theory_entries
+    from specrepro.core.sweep import claims_per_level
+    from specrepro.core.theory import predictions
+    from specrepro.stages.toy_model import acceptance as toy_acceptance
 
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skipped], cfg)
@@ -963,8 +963,8 @@ def render_results(results: Path, out: Path, recorded: bool = False) -> None:
 
     import yaml
 
-    from specrepro.campaign import Campaign
-    from specrepro.config import PROJECT_ROOT, check_resolved
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import PROJECT_ROOT, check_resolved
 
     results = Path(results)
     raw = yaml.safe_load((results / "resolved_config.yaml").read_text())
@@ -1067,7 +1067,7 @@ def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any], plots: bo
     metrics per level and arm, each table beside its plot (accept length and TPOT by level, throughput against
     TPOT)."""
     from specrepro.analysis.sweep import factor_columns, level_label, level_tables, per_level
-    from specrepro.sweep import factors_of
+    from specrepro.core.sweep import factors_of
 
     factors = factors_of(cfg)
     blocks: List[Any] = [Text([

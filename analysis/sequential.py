@@ -59,7 +59,7 @@ import pandas as pd
 from scipy import optimize, special
 
 from specrepro.analysis import checks
-from specrepro.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
+from specrepro.core.rounds import SPENDING, Policy, policy_of  # noqa: F401  (the design, read from the config)
 from specrepro.analysis.analyze import (DEFAULT_SETTINGS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED,
                                         check_table, judge, judge_claim, noise_floors)
 

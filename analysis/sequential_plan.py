@@ -349,7 +349,7 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
 def launch_gpu_hours(cfg: Mapping[str, Any]) -> Dict[str, float]:
     """GPU-hours of one launch of each arm, by `campaign_cost`'s model: serve.expected_load_s plus each of its
     benchmarks' repeats at run_cost's seconds, times model.gpus."""
-    from specrepro.cost import run_cost
+    from specrepro.core.cost import run_cost
 
     exp, serve = cfg["experiment"], cfg["serve"]
     gpus = int(cfg["model"]["gpus"])

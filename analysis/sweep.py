@@ -1,6 +1,6 @@
 """A sweep's results regrouped by factor: claims per level with a one-line summary, metrics per level and arm.
 
-Inputs are the analysis's own outputs and the tidy runs table with its sweep columns (specrepro.collect adds
+Inputs are the analysis's own outputs and the tidy runs table with its sweep columns (specrepro.stages.collect adds
 `base_arm`, `base_benchmark` and one column per factor); nothing here judges anew: a claim's verdict at a level
 is the verdict of its instance in the family (analysis.analyze.decide, Holm over every instance).
 """
@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 import pandas as pd
 
 from specrepro.analysis import stats
-from specrepro.document import Table
+from specrepro.util.document import Table
 
 
 def level_label(levels: Dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ sglang's resolution afresh on every launch, sglang's own graceful exit awaited a
 `preflight.during_load=false preflight.reuse_resolution=false serve.idle_shutdown_grace_s=30`) and as now (the checks
 inside the image while the model loads, the resolution reused, SIGKILL 1 s after SIGTERM once everything is
 measured).  Each launch's end event records
-its timings (specrepro.serve.launch_and_measure): node time = the measuring job's time - the server's start-up
+its timings (specrepro.stages.serve.launch_and_measure): node time = the measuring job's time - the server's start-up
 (start to ready) - the measurements (the /server_info check, warm-up, runs).  Target: under 5 s per launch; the
 ratio to it is printed, and now against before.  Needs `make campaign` first (the toy model, sglang's CPU env).
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import SHARED_GSM8K, standin_overrides, write_behaviour  # noqa: E402
 
-from specrepro.config import compose  # noqa: E402
-from specrepro.sources import cached_release_tree  # noqa: E402
+from specrepro.core.config import compose  # noqa: E402
+from specrepro.stages.sources import cached_release_tree  # noqa: E402
 
 
 def bench_plan(tmp: Path) -> dict:
@@ -61,8 +61,8 @@ def _instant_cfg(tmp: Path, questions: int, parallel: int):
 
 def bench_serve_overhead(tmp: Path) -> dict:
     """serve_arm wall time around one 1-question GSM8K repeat against an instant server."""
-    from specrepro.config import dump_resolved
-    from specrepro.serve import serve_bench_job
+    from specrepro.core.config import dump_resolved
+    from specrepro.stages.serve import serve_bench_job
 
     cfg, image = _instant_cfg(tmp / "overhead", questions=1, parallel=1)
     Path(cfg["results_dir"]).mkdir(parents=True, exist_ok=True)
@@ -79,9 +79,9 @@ def bench_serve_overhead(tmp: Path) -> dict:
 def bench_gsm8k_client(tmp: Path) -> dict:
     """The GSM8K client's request rate at parallel 8 against an instantly answering server."""
     from specrepro import gsm8k
-    from specrepro.campaign import Campaign
-    from specrepro.launch import LaunchContext, Launcher
-    from specrepro.serve import Server, free_port
+    from specrepro.core.campaign import Campaign
+    from specrepro.serving.launch import LaunchContext, Launcher
+    from specrepro.stages.serve import Server, free_port
 
     cfg, image = _instant_cfg(tmp / "client", questions=200, parallel=8)
     plan = Campaign(cfg).plan("main_rs_on")

@@ -225,9 +225,9 @@ def main():
 
     # the seed campaign
     from specrepro.analysis.claims import campaign_claims
-    from specrepro.campaign import Campaign
-    from specrepro.config import compose
-    from specrepro.cost import campaign_cost
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import compose
+    from specrepro.core.cost import campaign_cost
 
     cfg = compose(["experiment.launches=3"])
     claims = campaign_claims(cfg, Campaign(cfg).claims_path)

@@ -23,8 +23,8 @@ def plan_text(cfg) -> str:
     """What `specrepro plan` prints before sglang's resolution: the commands, treatments, launches and cost, then the
     claims' decidability."""
     from specrepro.analysis.plan import describe_decidability
-    from specrepro.campaign import Campaign
-    from specrepro.plan_text import describe_plan
+    from specrepro.core.campaign import Campaign
+    from specrepro.serving.plan_text import describe_plan
 
     campaign = Campaign(cfg)
     return describe_plan(campaign) + "\n\n" + "\n".join(describe_decidability(campaign))
@@ -168,8 +168,8 @@ def claims_needing_more_than(arms, benchmarks) -> list:
 def mlflow_server(backend_store: str, *extra: str, command: str = "server", env=None, port=None, log=None):
     """A real MLflow tracking server / UI on a free loopback port (or `port`: a restart on the same address); yields
     its URL.  `env`: added to its environment (an auth app's settings); `log`: a file for its output."""
-    from specrepro.serve import free_port
-    from specrepro.tracking import ui_answers
+    from specrepro.stages.serve import free_port
+    from specrepro.stages.tracking import ui_answers
 
     port = port or free_port("127.0.0.1")
     out = open(log, "ab") if log else subprocess.DEVNULL

@@ -26,7 +26,7 @@ from typing import Dict, List
 import pandas as pd
 
 from conftest import ROOT
-from specrepro.accept_length import parse_decode_lines
+from specrepro.measure.accept_length import parse_decode_lines
 
 DATA = ROOT / "tests" / "data" / "gpu"
 RESULTS = DATA / "results"

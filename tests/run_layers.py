@@ -121,7 +121,7 @@ def summary(layers: list, ci: dict | None, ci_elapsed: float | None, launches: d
 PREWARM = """
 import os, sys
 from pathlib import Path
-from specrepro.sglang_env import ensure_env
+from specrepro.upstream.sglang_env import ensure_env
 cache = Path(os.environ.get("SPECREPRO_CACHE_DIR") or ".cache")
 env = ensure_env(cache, Path("requirements/sglang-cpu.txt"), sys.stdout)
 print(f"sglang CPU env: {'reused' if env['reused'] else 'built'} in {env['seconds']:.0f} s ({env['path']})")

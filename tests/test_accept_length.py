@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from specrepro import accept_length as al
-from specrepro.config import PROJECT_ROOT
+from specrepro.measure import accept_length as al
+from specrepro.core.config import PROJECT_ROOT
 
 
 def decode_line(running, accept, rate=0.6, ranks=" TP0 EP0", ts="2026-12-02 10:00:00.123"):

@@ -10,7 +10,7 @@ import yaml
 
 from specrepro.analysis import stats
 from specrepro.analysis.analyze import REPRODUCED, INCONCLUSIVE, NOT_REPRODUCED, TableError, analyze
-from specrepro.config import CONF_DIR
+from specrepro.core.config import CONF_DIR
 
 SEED_TPUT = [310.2, 312.9, 309.7]
 SEED_TPOT = [3.02, 3.00, 3.03]
@@ -75,7 +75,7 @@ def seed_table():
 
 def campaign_settings(*overrides):
     """The analysis settings a campaign runs with (conf/config.yaml's `analysis:` block)."""
-    from specrepro.config import compose
+    from specrepro.core.config import compose
 
     return compose(list(overrides))["analysis"]
 
@@ -155,7 +155,7 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
     import subprocess
     import sys
 
-    from specrepro.config import PROJECT_ROOT
+    from specrepro.core.config import PROJECT_ROOT
 
     table = tmp_path / "seed.csv"
     seed_table().to_csv(table, index=False)
@@ -181,7 +181,7 @@ def test_analyze_cli_on_the_seed_table(tmp_path):
 
 
 def test_headline_tables_have_the_seeds_shape_in_the_experiments_words():
-    from specrepro.config import compose
+    from specrepro.core.config import compose
     from specrepro.analysis.report import headline_tables
 
     text = headline_tables(compose(), analyze(seed_table(), None, "main_rs_off"))
@@ -198,7 +198,7 @@ def test_headline_tables_have_the_seeds_shape_in_the_experiments_words():
 
 def test_every_benchmark_the_campaign_ran_gets_a_headline_table():
     """gsm8k_sampled is a benchmark like any other: its table is up front, not deep in the report."""
-    from specrepro.config import compose
+    from specrepro.core.config import compose
     from specrepro.analysis.report import headline_tables
 
     runs = pd.concat([seed_table(), seed_table().query("benchmark == 'gsm8k'").assign(benchmark="gsm8k_sampled")])

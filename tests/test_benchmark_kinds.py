@@ -63,10 +63,10 @@ THROWAWAY_YAML = "kind: throwaway\nthrowaway: {requests: 4, words: 7}\n"
 THROWAWAY_SCRIPT = '''
 import json, sys
 import specrepro
-from specrepro.arm_plan import BenchRun, build_arm_plan
-from specrepro.config import compose
-from specrepro.launch import Launcher, planned_context
-from specrepro.serve import warmup_batches
+from specrepro.core.arm_plan import BenchRun, build_arm_plan
+from specrepro.core.config import compose
+from specrepro.serving.launch import Launcher, planned_context
+from specrepro.stages.serve import warmup_batches
 
 overrides = ["experiment=eagle_topk_cpu", "results_dir=" + sys.argv[1]]
 # the seed experiment as it is: its keys
@@ -167,7 +167,7 @@ def test_category_metric_names_round_trip():
 
 
 def test_an_unknown_kind_names_its_key_the_value_and_the_registered_kinds():
-    from specrepro.config import ConfigError, compose
+    from specrepro.core.config import ConfigError, compose
 
     with pytest.raises(ConfigError) as err:
         compose(["experiment=eagle_topk_cpu", "benchmarks.gsm8k.kind=gsm9k"])

@@ -13,11 +13,11 @@ import math
 import pandas as pd
 import pytest
 
-from specrepro import accept_length as al
-from specrepro import effective_config as ec
+from specrepro.measure import accept_length as al
+from specrepro.measure import effective_config as ec
 from specrepro.analysis import checks
 from specrepro.analysis.analyze import analyze
-from specrepro.sglang_flags import load_table, requested_fields
+from specrepro.upstream.sglang_flags import load_table, requested_fields
 
 SERVE = {"decode_log_interval": None, "enable_metrics": True}
 
@@ -61,7 +61,7 @@ def test_equal_values_in_other_spellings_and_the_version_pin():
 
 
 def test_an_unreadable_server_info_is_a_problem(tmp_path):
-    from specrepro.serve import free_port
+    from specrepro.stages.serve import free_port
 
     check = ec.probe(f"http://127.0.0.1:{free_port('127.0.0.1')}", {"tp_size": 1}, "0.5.20", timeout_s=2)
     assert not check["valid"] and "/server_info could not be read" in check["problems"][0]
@@ -251,8 +251,8 @@ def test_launch_variance_separates_within_from_between():
 
 
 def test_launch_order_interleaves(tmp_path):
-    from specrepro.campaign import Campaign
-    from specrepro.config import compose
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import compose
 
     cfg = compose([f"results_dir={tmp_path}", "experiment.launches=3"])
     campaign = Campaign(cfg)
@@ -279,7 +279,7 @@ def test_plan_prints_what_each_seed_claim_can_resolve():
 
 
 def test_the_output_section_renders_every_floor_state():
-    from specrepro.document import Section, md_section, to_html
+    from specrepro.util.document import Section, md_section, to_html
     from specrepro.analysis.report import output_agreement_section
 
     base = {"benchmark": "gsm8k", "arm": "a", "against": "b", "identical": 3, "pairs": 3, "match_rate": 1.0,

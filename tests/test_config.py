@@ -9,9 +9,9 @@ import textwrap
 import pytest
 
 from conftest import plan_text
-from specrepro.campaign import Campaign
-from specrepro.plan_text import warnings as plan_warnings
-from specrepro.config import CONF_DIR, PROJECT_ROOT, ConfigError, compose
+from specrepro.core.campaign import Campaign
+from specrepro.serving.plan_text import warnings as plan_warnings
+from specrepro.core.config import CONF_DIR, PROJECT_ROOT, ConfigError, compose
 
 GROUPS = {g: sorted(p.stem for p in (CONF_DIR / g).glob("*.yaml")) for g in ("model", "platform", "sglang", "experiment", "bench")}
 

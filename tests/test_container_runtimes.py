@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from specrepro.campaign import Campaign
-from specrepro.plan_text import describe_plan
-from specrepro.config import ConfigError, compose
-from specrepro.launch import LaunchContext, Launcher, RuntimeUnreachable, check_runtime, planned_context
+from specrepro.core.campaign import Campaign
+from specrepro.serving.plan_text import describe_plan
+from specrepro.core.config import ConfigError, compose
+from specrepro.serving.launch import LaunchContext, Launcher, RuntimeUnreachable, check_runtime, planned_context
 
 
 @pytest.mark.parametrize("runtime", ["docker", "podman"])
@@ -124,7 +124,7 @@ def test_a_docker_daemon_that_does_not_answer_is_named_by_its_socket(tmp_path, m
 
 
 def test_an_inspect_failure_other_than_no_such_image_is_an_error(tmp_path):
-    from specrepro.image import ImageError, inspect_image
+    from specrepro.stages.image import ImageError, inspect_image
 
     absent = _fake_runtime(tmp_path, "docker", "Error: No such image: localhost/x:1")
     assert inspect_image([absent], "localhost/x:1") is None

@@ -359,7 +359,7 @@ def test_results_belong_to_the_caller_and_no_container_is_left(campaign, cluster
 
 def test_plan_prints_the_argv_that_ran(campaign, cluster):
     plan = specrepro("plan", *campaign["overrides"], env=campaign["env"]).stdout
-    from specrepro.launch import substitute
+    from specrepro.serving.launch import substitute
 
     for arm in ("main_rs_on", "pr_rs_on"):
         section = plan.split(f"## arm {arm}:")[1].split("## arm")[0]
@@ -393,9 +393,9 @@ def test_the_token_is_in_no_argv_log_result_or_mlflow_record(campaign):
 
 
 def _warmup_requests(overrides: list, env: dict, arm: str) -> int:
-    from specrepro.campaign import Campaign
-    from specrepro.config import compose
-    from specrepro.serve import warmup_batches
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import compose
+    from specrepro.stages.serve import warmup_batches
 
     with environ(env):
         return sum(len(b["payloads"]) for b in warmup_batches(Campaign(compose(overrides)).plan(arm)))
@@ -551,7 +551,7 @@ def test_an_unreachable_runtime_is_an_error_before_any_gpu_time(campaign, cluste
 def test_preflight_removes_the_callers_stale_container_and_never_another_users(campaign, cluster, container_env):
     """A container a killed job left behind holds the GPUs: the next measuring job's preflight removes it, and the
     secret files of its launch; a specrepro container of another user on the same daemon is named and left alone."""
-    from specrepro.launch import secrets_root
+    from specrepro.serving.launch import secrets_root
 
     base = json.loads((campaign["results"] / "image" / "base.json").read_text())
     me = str(os.getuid())
@@ -592,10 +592,10 @@ def test_a_non_root_server_opens_the_granted_devices_through_their_group(campaig
     names the files."""
     import io
 
-    from specrepro.arm_plan import build_arm_plan
-    from specrepro.config import compose
-    from specrepro.launch import Launcher, job_context
-    from specrepro.preflight import image_checks, probe_image
+    from specrepro.core.arm_plan import build_arm_plan
+    from specrepro.core.config import compose
+    from specrepro.serving.launch import Launcher, job_context
+    from specrepro.stages.preflight import image_checks, probe_image
 
     with environ({**container_env["env"], **cluster.gpu.env}):
         cfg = compose(campaign["overrides"] + ["serve.container_user=1000:1000"])
@@ -623,9 +623,9 @@ def test_the_readmes_rocm_command_starts_a_real_container(campaign, cluster, con
     test image lacks: numpy), and with
     the same arguments before the image, sees exactly the granted render nodes and /dev/kfd, as the caller, with
     the token as a file only."""
-    from specrepro.campaign import Campaign
-    from specrepro.config import compose
-    from specrepro.launch import Launcher, job_context, substitute
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import compose
+    from specrepro.serving.launch import Launcher, job_context, substitute
 
     env = container_env["env"]
     dev = env["SPECREPRO_TEST_FAKE_DEV"]
@@ -744,7 +744,7 @@ def test_plan_equals_run_for_apptainer_and_pyxis(tool, tmp_path, standin_assets,
                   "benchmarks.bench_serving.repeats=1", "preflight.inside_image=false"]
     specrepro("run", *overrides, env=env)
     plan = specrepro("plan", *overrides, env=env).stdout
-    from specrepro.launch import substitute
+    from specrepro.serving.launch import substitute
 
     start = next(e for e in launches(results, "pr_rs_on") if e["event"] == "start")
     assert start["gpus"] == [4, 5] and start["gpu_source"] == "SLURM_JOB_GPUS"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from specrepro.config import PROJECT_ROOT
-from specrepro.patch_check import requirements_file
-from specrepro.sglang_env import ensure_env, env_key
+from specrepro.core.config import PROJECT_ROOT
+from specrepro.stages.patch_check import requirements_file
+from specrepro.upstream.sglang_env import ensure_env, env_key
 
 pytestmark = pytest.mark.e2e
 
 
 def checks(verdict, tree):
-    from specrepro.patch_check import verdict_rows
+    from specrepro.stages.patch_check import verdict_rows
 
     return {c["check"]: c for c in verdict_rows(verdict) if c.get("tree") == tree}
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from specrepro.preflight import PreflightError, environment_check, environment_problems
+from specrepro.stages.preflight import PreflightError, environment_check, environment_problems
 
 
 def test_a_chain_missing_two_modules_names_both_and_who_asked(tmp_path):
@@ -55,9 +55,9 @@ def test_one_box_takes_the_machines_gpus_and_its_server_sees_only_the_grant(tmp_
     """platform=gpu_local without a scheduler or serve.gpus: the node's own table (procfs, as captured on the lent
     H200) gives the GPUs; the bare server is told them in PCI order, its clients are not."""
     from conftest import nvidia_proc_tree
-    from specrepro.arm_plan import build_arm_plan
-    from specrepro.config import compose
-    from specrepro.launch import Launcher, granted_gpus, job_context
+    from specrepro.core.arm_plan import build_arm_plan
+    from specrepro.core.config import compose
+    from specrepro.serving.launch import Launcher, granted_gpus, job_context
 
     root = nvidia_proc_tree("hgx_8gpu_nvidia", tmp_path / "node")
     cfg = compose(["experiment=eagle_topk_toy_gpu", "platform=gpu_local", f"platform.node_root={root}",

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, series_copy, series_module
-from specrepro.campaign import Campaign
-from specrepro.config import compose
-from specrepro.gpu_check import GpuCheckError, gpu_check_stage, refuse_failed
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import compose
+from specrepro.stages.gpu_check import GpuCheckError, gpu_check_stage, refuse_failed
 
 judge_gpu = series_module("eagle_topk", "judge_gpu")
 judge, runner_checks = judge_gpu.judge, judge_gpu.runner_checks

@@ -67,7 +67,7 @@ def test_graph_arms_decoded_in_cuda_graphs_and_the_controls_never():
 @pytest.fixture(scope="module")
 def theory(tmp_path_factory):
     """The same pair (seed 0) rebuilt here: what its weights predict."""
-    from specrepro.toy_model import build_toy_model, corpus_from_jsonl
+    from specrepro.stages.toy_model import build_toy_model, corpus_from_jsonl
 
     out = tmp_path_factory.mktemp("toy")
     return dict(build_toy_model(out, corpus_from_jsonl(SHARED_GSM8K / "test.jsonl")), dir=out)
@@ -75,10 +75,10 @@ def theory(tmp_path_factory):
 
 def test_accept_length_per_arm_agrees_with_the_toy_models_theory(theory):
     from specrepro.analysis.checks import theory_check
-    from specrepro.collect import run_rows
-    from specrepro.config import theory_entries
-    from specrepro.theory import predictions
-    from specrepro.toy_model import acceptance
+    from specrepro.stages.collect import run_rows
+    from specrepro.core.config import theory_entries
+    from specrepro.core.theory import predictions
+    from specrepro.stages.toy_model import acceptance
 
     records = [r for arm in ARMS for r in run_records(arm)]
     runs = pd.DataFrame([row for r in records for row in run_rows(r)])

@@ -15,8 +15,8 @@ import json
 import pandas as pd
 
 from conftest import ROOT
-from specrepro.config import compose
-from specrepro.gpu_facts import (facts_from_probe, fingerprint, fingerprint_differences,
+from specrepro.core.config import compose
+from specrepro.serving.gpu_facts import (facts_from_probe, fingerprint, fingerprint_differences,
                                  no_gpu_facts, parse_amd_smi, parse_nvidia_smi_csv)
 
 DATA = ROOT / "tests" / "data" / "gpu_facts"

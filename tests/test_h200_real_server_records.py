@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from conftest import ROOT, SHARED_GSM8K
-from specrepro.accept_length import parse_decode_lines
+from specrepro.measure.accept_length import parse_decode_lines
 from specrepro.analysis.checks import theory_check
-from specrepro.config import theory_entries
-from specrepro.theory import predictions
-from specrepro.toy_model import acceptance, build_toy_model, corpus_from_jsonl
+from specrepro.core.config import theory_entries
+from specrepro.core.theory import predictions
+from specrepro.stages.toy_model import acceptance, build_toy_model, corpus_from_jsonl
 
 DATA = ROOT / "tests" / "data" / "real_server_h200"
 GRAPH_ARMS = ("main_rs_off", "main_rs_on", "pr_rs_on")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from specrepro.arm_plan import build_arm_plan as plan_of
-from specrepro.config import PROJECT_ROOT, compose
-from specrepro.image import ImageError, build_context, image_stage
-from specrepro.series import load_series, resolve_patches
-from specrepro.sources import registry_archive, unpack_archive
+from specrepro.core.arm_plan import build_arm_plan as plan_of
+from specrepro.core.config import PROJECT_ROOT, compose
+from specrepro.stages.image import ImageError, build_context, image_stage
+from specrepro.core.series import load_series, resolve_patches
+from specrepro.stages.sources import registry_archive, unpack_archive
 
 
 def read_series(folder: Path):

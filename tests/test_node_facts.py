@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, kfd_tree, nvidia_proc_tree, specrepro
-from specrepro import node_facts as nf
+from specrepro.measure import node_facts as nf
 
 DATA = ROOT / "tests" / "data" / "node_facts"
 

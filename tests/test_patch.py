@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specrepro.config import PROJECT_ROOT
-from specrepro.patching import PatchError, apply_series
-from specrepro.series import load_series, resolve_patches
-from specrepro.sources import registry_archive, unpack_archive
+from specrepro.core.config import PROJECT_ROOT
+from specrepro.upstream.patching import PatchError, apply_series
+from specrepro.core.series import load_series, resolve_patches
+from specrepro.stages.sources import registry_archive, unpack_archive
 
 SERIES = PROJECT_ROOT / "patches" / "eagle_topk"
 CACHE = PROJECT_ROOT / ".cache"
@@ -117,8 +117,8 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
     import http.server
     import threading
 
-    from specrepro.patching import sha256_file
-    from specrepro.series import SeriesError
+    from specrepro.upstream.patching import sha256_file
+    from specrepro.core.series import SeriesError
 
     served = tmp_path / "served"
     served.mkdir()

@@ -19,12 +19,12 @@ import pytest
 
 from conftest import (ROOT, kfd_tree, nvidia_proc_tree, standin_overrides, standin_processes, vram_sysfs,
                       write_behaviour)
-from specrepro.arm_plan import build_arm_plan
-from specrepro.config import compose
-from specrepro.launch import Launcher, job_context
-from specrepro.preflight import PreflightError, image_checks, run_preflight
-from specrepro.serve import serve_arm
-from specrepro.sources import cached_release_tree
+from specrepro.core.arm_plan import build_arm_plan
+from specrepro.core.config import compose
+from specrepro.serving.launch import Launcher, job_context
+from specrepro.stages.preflight import PreflightError, image_checks, run_preflight
+from specrepro.stages.serve import serve_arm
+from specrepro.stages.sources import cached_release_tree
 
 
 def preflight(cfg, arm: str, image: dict, gpus=()):
@@ -53,7 +53,7 @@ def env(monkeypatch, tmp_path):
 
 def write_resolved(cfg) -> None:
     """What the resolved_config rule writes before a measuring job (its host-side clients read it)."""
-    from specrepro.config import dump_resolved
+    from specrepro.core.config import dump_resolved
 
     path = Path(cfg["results_dir"]) / "resolved_config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +148,7 @@ def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measu
     if first == "the_server":
         import time
 
-        import specrepro.preflight as preflight_module
+        import specrepro.stages.preflight as preflight_module
 
         real = preflight_module.in_image_checks
 
@@ -202,7 +202,7 @@ def hgx_node(tmp_path, monkeypatch, smi_lines: str, timeout_s: int):
 
 def test_busy_gpus_are_waited_for_then_refused(tmp_path, monkeypatch):
     """An 8-GPU node whose GPU 2 still holds a killed job's memory; the grant is matched by PCI address."""
-    from specrepro.preflight import wait_gpus_idle
+    from specrepro.stages.preflight import wait_gpus_idle
 
     cfg, state = hgx_node(tmp_path, monkeypatch, "00000000:3A:00.0, 50000, 143771\n00000000:5D:00.0, 1, 143771\n", 2)
     busy = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [2, 3], io.StringIO())
@@ -215,7 +215,7 @@ def test_busy_gpus_are_waited_for_then_refused(tmp_path, monkeypatch):
 def test_a_constrained_job_sees_its_gpus_numbered_from_0_and_is_still_matched(tmp_path, monkeypatch):
     """Slurm granted node GPUs 4 and 5 with ConstrainDevices: nvidia-smi inside the job lists only those two, as its 0
     and 1.  By index, 4 and 5 matched nothing and read as idle; by PCI address, busy GPU 5 is found."""
-    from specrepro.preflight import wait_gpus_idle
+    from specrepro.stages.preflight import wait_gpus_idle
 
     cfg, smi = hgx_node(tmp_path, monkeypatch, "00000000:9A:00.0, 2, 143771\n00000000:AB:00.0, 90000, 143771\n", 1)
     check = wait_gpus_idle(build_arm_plan(cfg, "main_rs_on"), [4, 5], io.StringIO())
@@ -228,8 +228,8 @@ def test_a_constrained_job_sees_its_gpus_numbered_from_0_and_is_still_matched(tm
 
 def test_rocm_idleness_is_read_from_the_drivers_sysfs_by_pci_address(tmp_path):
     """MI355X node (the SPX layout): GPUs 1 and 5 granted, GPU 5's VRAM in use per the amdgpu driver's counters."""
-    from specrepro import node_facts as nf
-    from specrepro.preflight import wait_gpus_idle
+    from specrepro.measure import node_facts as nf
+    from specrepro.stages.preflight import wait_gpus_idle
 
     root = kfd_tree("mi355x_spx_8gpu", tmp_path / "node")
     table = nf.rocm_gpus(root)

@@ -103,7 +103,7 @@ def test_every_greedy_output_is_the_models_chain(campaign):
     """The prompt picks where the target's greedy chain starts (the toy model's first output token is read from the
     question's last words); after that every token is f(t), f(f(t)), ...: every arm, every question, by token id.
     Distinct questions get distinct outputs, so the greedy-output claim compares different strings."""
-    from specrepro.toy_model import expected_chain
+    from specrepro.stages.toy_model import expected_chain
 
     cfg = campaign["cfg"]
     g = cfg["benchmarks"]["gsm8k"]["gsm8k"]

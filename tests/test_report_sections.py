@@ -21,7 +21,7 @@ def analysis():
 
 
 def test_cells_render_alike_in_markdown_and_html():
-    from specrepro.document import Cell, Section, Table, md_section, to_html, verdict_cell
+    from specrepro.util.document import Cell, Section, Table, md_section, to_html, verdict_cell
 
     table = Table(["claim", "verdict", "output"],
                   [["a | b", verdict_cell("NOT REPRODUCED", " (as predicted for the pin)"),
@@ -41,14 +41,14 @@ def test_cells_render_alike_in_markdown_and_html():
 
 
 def test_an_unknown_verdict_reads_as_mixed():
-    from specrepro.document import verdict_class
+    from specrepro.util.document import verdict_class
 
     assert verdict_class("VARIES BY LEVEL") == "verdict v-mixed"
     assert verdict_class("INCONCLUSIVE") == "verdict v-inconclusive"
 
 
 def test_folded_and_html_only_parts():
-    from specrepro.document import Code, Details, Figure, Section, Table, Text, to_html, to_markdown
+    from specrepro.util.document import Code, Details, Figure, Section, Table, Text, to_html, to_markdown
 
     figure = Figure("bench.headline", "iVBORw0KGgo=", "its caption")
     sections = [Section("Open", [Table(["a"], [["1"]], figures=[figure])]),
@@ -173,7 +173,7 @@ def test_markdown_and_html_show_the_same_tables(analysis, tmp_path):
 
 
 def seed_cfg():
-    from specrepro.config import check_resolved
+    from specrepro.core.config import check_resolved
     import yaml
 
     raw = yaml.safe_load((DATA / "resolved_config.yaml").read_text())
@@ -233,7 +233,7 @@ def test_snakemake_captions_come_from_the_report():
     """report/plots.rst is the Jinja template Snakemake's report renders per plot (its `name` wildcard)."""
     from jinja2 import Environment
 
-    from specrepro.document import Figure
+    from specrepro.util.document import Figure
     from specrepro.analysis.report import caption_template
 
     text = caption_template([Figure("gsm8k.headline", "", "gsm8k: each arm's mean of `x` (the table's numbers)."),

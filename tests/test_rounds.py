@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specrepro.config import ConfigError, compose
-from specrepro.rounds import Policy, interleaved, max_launches, policy_of, round_launches, round_of
+from specrepro.core.config import ConfigError, compose
+from specrepro.core.rounds import Policy, interleaved, max_launches, policy_of, round_launches, round_of
 
 
 def test_an_int_is_the_fixed_design_and_a_mapping_the_sequential_one():
@@ -75,7 +75,7 @@ class Checkpoint:
 
 
 def test_the_dags_rounds_read_each_decision_through_its_checkpoint(tmp_path):
-    from specrepro.campaign import Campaign
+    from specrepro.core.campaign import Campaign
     from specrepro.workflow_support import Rounds
 
     cfg = compose(["experiment.launches={min:2,max:4}", f"results_dir={tmp_path}",

@@ -261,9 +261,9 @@ def test_plan_design_numbers():
 
 def test_seed_plan_from_config():
     from specrepro.analysis.claims import campaign_claims
-    from specrepro.campaign import Campaign
-    from specrepro.config import compose
-    from specrepro.cost import campaign_cost
+    from specrepro.core.campaign import Campaign
+    from specrepro.core.config import compose
+    from specrepro.core.cost import campaign_cost
 
     cfg = compose(["experiment.launches=3"])
     per_launch = sp.launch_gpu_hours(cfg)

@@ -1,4 +1,4 @@
-"""Patch series as folders (specrepro.series) and the generic patch_check (specrepro.patch_check): what every series
+"""Patch series as folders (specrepro.core.series) and the generic patch_check (specrepro.stages.patch_check): what every series
 is held to, whatever its own checks say, and how the check protocol's judges are held to it (patches/README.md)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from specrepro.patch_check import generic_checks, render_markdown
-from specrepro.patching import apply_series, sha256_file
-from specrepro.series import JudgeError, SeriesError, load_series, run_judge
+from specrepro.stages.patch_check import generic_checks, render_markdown
+from specrepro.upstream.patching import apply_series, sha256_file
+from specrepro.core.series import JudgeError, SeriesError, load_series, run_judge
 
 PATCH = """--- a/python/sglang/mod.py
 +++ b/python/sglang/mod.py

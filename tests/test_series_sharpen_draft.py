@@ -2,7 +2,7 @@
 
 Its patch, and a deliberately broken variant of it (tests/data/series/sharpen_draft_broken.patch: X drawn
 from the sharpened q, the unsharpened q returned), go through the pipeline's own patch and patch_check stages
-(specrepro.sources.patch_stage, specrepro.patch_check.patch_check: the generic checks, then the series' probe and
+(specrepro.stages.sources.patch_stage, specrepro.stages.patch_check.patch_check: the generic checks, then the series' probe and
 judge through the check protocol of patches/README.md) on the pristine sglang 0.5.20 release.  The good patch passes
 every check with the numbers the seeded cases give; the broken one fails, naming the check that catches the bias;
 and in a whole campaign (real Snakemake, the stand-in server) it blocks its own arm only.
@@ -41,7 +41,7 @@ def series_spec() -> dict:
 
 def pristine_tree() -> Path:
     """sglang 0.5.20's release, unpacked once into the cache (installed layout: <tree>/sglang)."""
-    from specrepro.sources import cached_release_tree
+    from specrepro.stages.sources import cached_release_tree
 
     return cached_release_tree(VERSION, CACHE, io.StringIO())
 
@@ -70,8 +70,8 @@ def copy_tree(src: Path, dst: Path) -> Path:
 
 def checked(series_dir: Path, base: Path) -> dict:
     """The patch and patch_check stages on one series folder, as the DAG runs them."""
-    from specrepro.patch_check import patch_check
-    from specrepro.sources import patch_stage
+    from specrepro.stages.patch_check import patch_check
+    from specrepro.stages.sources import patch_stage
 
     base.mkdir(parents=True, exist_ok=True)
     manifest = base / "source_manifest.json"
@@ -181,7 +181,7 @@ def test_good_patch_passes_every_check(stages):
 @pytest.mark.e2e
 def test_broken_patch_fails_on_the_returned_q(stages):
     """X drawn from the sharpened q, softmax(logits / T) returned: the verify would be biased."""
-    from specrepro.patch_check import failed_checks
+    from specrepro.stages.patch_check import failed_checks
 
     stage = stages["broken"]
     # it applies, compiles and imports: only the series' own check can see what is wrong

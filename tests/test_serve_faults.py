@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, standin_processes, standin_overrides, write_behaviour
-from specrepro.config import compose
-from specrepro.serve import ServeError, serve_bench_job
-from specrepro.sources import cached_release_tree
+from specrepro.core.config import compose
+from specrepro.stages.serve import ServeError, serve_bench_job
+from specrepro.stages.sources import cached_release_tree
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def arm_cfg(tmp_path, monkeypatch):
 
 def run_arm(cfg, image):
     """The measuring job as its script runs it, after the resolved_config rule wrote the config its clients read."""
-    from specrepro.config import dump_resolved
+    from specrepro.core.config import dump_resolved
 
     out = Path(cfg["results_dir"]) / "arms" / "main_rs_on" / "arm.json"
     log = Path(cfg["results_dir"]) / "logs" / "serve_bench.log"
@@ -192,7 +192,8 @@ def test_one_measuring_job_composes_once_and_builds_one_plan_and_one_launch_cont
     """The measuring job hands its arm's plan down: the config is composed once (by the entry point: here, before the
     job), the job builds one ArmPlan and one launch context, and preflight, GPU facts, the server and its clients all
     run with them."""
-    from specrepro import arm_plan, campaign, config, serve
+    from specrepro.core import arm_plan, campaign, config
+    from specrepro.stages import serve
 
     cfg, image = arm_cfg(repeats=1, questions=4)
     counts = {"compose": 0, "check_resolved": 0, "plan": 0, "context": 0, "campaign": 0}

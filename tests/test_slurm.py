@@ -89,7 +89,7 @@ def test_results_equal_a_local_run(slurm_campaign, tmp_path, standin_assets, che
         return keep.set_index(["arm", "benchmark", "repeat", "metric"])["value"].sort_index()
 
     pd.testing.assert_series_equal(deterministic(slurm_campaign["results"]), deterministic(local))
-    from specrepro.patch_check import verdict_rows
+    from specrepro.stages.patch_check import verdict_rows
 
     verdict = lambda r: [(c["group"], c["check"], c["passed"])  # noqa: E731
                          for c in verdict_rows(json.loads(next(r.glob("patch_check/*/*/verdict.json")).read_text()))]

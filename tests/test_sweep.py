@@ -1,4 +1,4 @@
-"""Factor sweeps (specrepro.sweep, analysis.sweep): the grid as cells, plan's treatment table and budget, claims
+"""Factor sweeps (specrepro.core.sweep, analysis.sweep): the grid as cells, plan's treatment table and budget, claims
 per level, and per-level verdicts against simulated sweeps whose truth is known.
 
 The real-server half (launches == arms, a removed cell measured alone, the report's table and plots) is
@@ -22,10 +22,10 @@ from conftest import ROOT, specrepro
 from specrepro.analysis.analyze import NOT_REPRODUCED, REPRODUCED, analyze
 from specrepro.analysis.sweep import pareto_front, per_level, summary_line
 from specrepro.analysis.claims import campaign_claims
-from specrepro.campaign import Campaign
-from specrepro.plan_text import planned_server_command
-from specrepro.config import ConfigError, check_resolved, compose, dump_resolved
-from specrepro.sweep import claims_per_level, treatments
+from specrepro.core.campaign import Campaign
+from specrepro.serving.plan_text import planned_server_command
+from specrepro.core.config import ConfigError, check_resolved, compose, dump_resolved
+from specrepro.core.sweep import claims_per_level, treatments
 from specrepro.workflow_support import job_counts
 
 # the shipped server factor (conf/factor/cuda_graph_max_bs.yaml) added under a short name, and a budget that fits

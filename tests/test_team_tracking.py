@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, mlflow_server, specrepro, standin_overrides, write_behaviour
-from specrepro.serve import free_port
+from specrepro.stages.serve import free_port
 
 ADMIN = ("admin", "admin-pw-7d21c4e9")
 # the campaign's user: creates the experiment, logs every run
@@ -403,8 +403,8 @@ def test_two_campaigns_logging_at_once_get_two_complete_run_sets(team_server, st
 
 @pytest.mark.parametrize("uri", ["http://alice:hunter2-pw@mlflow.example:5000", "https://alice@mlflow.example"])
 def test_a_tracking_uri_that_carries_credentials_is_refused(uri):
-    from specrepro.tracking import tracking_uri
-    from specrepro.tracking_server import TrackingServerError
+    from specrepro.stages.tracking import tracking_uri
+    from specrepro.stages.tracking_server import TrackingServerError
 
     with pytest.raises(TrackingServerError) as err:
         tracking_uri({"tracking": {"uri": uri}, "results_dir": "/nonexistent"})
@@ -413,8 +413,8 @@ def test_a_tracking_uri_that_carries_credentials_is_refused(uri):
 
 
 def test_tracking_uri_unset_keeps_the_local_store_and_checks_no_server(tmp_path, monkeypatch):
-    from specrepro.tracking import tracking_uri
-    from specrepro.tracking_server import check_campaign_server
+    from specrepro.stages.tracking import tracking_uri
+    from specrepro.stages.tracking_server import check_campaign_server
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     cfg = {"tracking": {"uri": None, "experiment_name": "x"}, "results_dir": str(tmp_path)}
@@ -423,7 +423,7 @@ def test_tracking_uri_unset_keeps_the_local_store_and_checks_no_server(tmp_path,
 
 
 def test_a_campaign_id_is_written_once_and_a_folder_logged_before_ids_keeps_its_keys(tmp_path):
-    from specrepro.tracking import campaign_id
+    from specrepro.stages.tracking import campaign_id
 
     fresh = tmp_path / "fresh"
     (fresh / "tracking").mkdir(parents=True)
@@ -441,7 +441,7 @@ def test_a_campaign_id_is_written_once_and_a_folder_logged_before_ids_keeps_its_
 def test_mlflow_retries_and_timeout_are_the_campaigns_unless_the_environment_sets_them(monkeypatch):
     from mlflow.environment_variables import MLFLOW_HTTP_REQUEST_MAX_RETRIES, MLFLOW_HTTP_REQUEST_TIMEOUT
 
-    from specrepro.tracking import http_limits
+    from specrepro.stages.tracking import http_limits
 
     for var in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
         monkeypatch.delenv(var, raising=False)
@@ -459,7 +459,7 @@ def test_mlflow_retries_and_timeout_are_the_campaigns_unless_the_environment_set
 def test_the_dashboard_ui_is_stopped_within_its_grace_even_when_it_ignores_sigterm():
     """`specrepro open`'s Ctrl-C ends the UI's process group in bounded time: a process that ignores SIGTERM (as a
     uvicorn waiting on a client's open connection does) and a child of it are killed once the grace runs out."""
-    from specrepro.tracking import _stop_group
+    from specrepro.stages.tracking import _stop_group
 
     code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, "

@@ -1,4 +1,4 @@
-"""What theory predicts for a draft rule (specrepro.theory), held to known numbers, to an independent computation
+"""What theory predicts for a draft rule (specrepro.core.theory), held to known numbers, to an independent computation
 (the toy model's own theory.json) and to simulated verify steps whose truth is known."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from conftest import SHARED_GSM8K
-from specrepro.theory import (Acceptance, TheoryError, acceptance_for, describe, predict, predictions, rule_problems,
+from specrepro.core.theory import (Acceptance, TheoryError, acceptance_for, describe, predict, predictions, rule_problems,
                               step_lengths)
-from specrepro.toy_model import acceptance, build_toy_model, corpus_from_jsonl
+from specrepro.stages.toy_model import acceptance, build_toy_model, corpus_from_jsonl
 
 TOY = {"name": "toy_lookup", "toy": {"dir": "x"}, "server_args": {"speculative_num_steps": 3}}
 
@@ -36,7 +36,7 @@ def test_known_numbers_with_a_constant_acceptance():
 
 
 def test_the_toy_models_sampled_prediction_equals_its_own_theory_json(toy):
-    """Two computations of the same thing: theory.json's (toy_model.theory) and specrepro.theory's from the weights."""
+    """Two computations of the same thing: theory.json's (toy_model.theory) and specrepro.core.theory's from the weights."""
     at_t = acceptance(toy["dir"], 1.0)
     assert float(at_t.per_token[at_t.tokens].mean()) == pytest.approx(toy["p_argmax"]["mean"], abs=1e-6)
     lengths = step_lengths(at_t, at_t, 3)

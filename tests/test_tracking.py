@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import ROOT, mlflow_server, specrepro, standin_overrides, write_behaviour
-from specrepro.serve import free_port
+from specrepro.stages.serve import free_port
 
 SENTINELS = {"HF_TOKEN": "sentinel-hf-7f3a9c", "MLFLOW_TRACKING_PASSWORD": "sentinel-pw-51be02"}
 

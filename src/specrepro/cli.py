@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from specrepro.config import PROJECT_ROOT, ConfigError, compose, dump_resolved
+from specrepro.core.config import PROJECT_ROOT, ConfigError, compose, dump_resolved
 
 # The Snakemake target that holds every stage a machine without a GPU can run.
 CPU_TARGET = "cpu_stages"
@@ -34,8 +34,8 @@ def compose_campaign(overrides: Sequence[str]):
 def check_tracking_server(cfg, command: str, record: Optional[Path] = None) -> bool:
     """The campaign's tracking server (when it logs to one) before anything else runs; False: it said why.
     `record`: where what was checked is written (the DAG's first job then finds it done)."""
-    from specrepro.fileio import write_json
-    from specrepro.tracking_server import TrackingServerError, check_campaign_server
+    from specrepro.util.fileio import write_json
+    from specrepro.stages.tracking_server import TrackingServerError, check_campaign_server
 
     try:
         checked = check_campaign_server(cfg, out=sys.stderr)
@@ -54,10 +54,10 @@ def cmd_config(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from specrepro import plan_text
+    from specrepro.serving import plan_text
     from specrepro.analysis.plan import describe_decidability, describe_sequential
-    from specrepro.campaign import Campaign
-    from specrepro.resolution import describe_resolution, plan_resolution, refused_arms
+    from specrepro.core.campaign import Campaign
+    from specrepro.stages.resolution import describe_resolution, plan_resolution, refused_arms
     from specrepro.workflow_support import job_counts, job_table
 
     campaign = Campaign(compose_campaign(args.overrides))
@@ -115,7 +115,7 @@ def _write_resolved(cfg) -> Path:
     Unchanged content keeps its mtime, so Snakemake never sees a new config
     where there is none.
     """
-    from specrepro.fileio import write_text_atomic
+    from specrepro.util.fileio import write_text_atomic
 
     path = Path(cfg["results_dir"]) / "resolved_config.yaml"
     text = dump_resolved(cfg)
@@ -146,7 +146,7 @@ def _snakemake_argv(resolved: Optional[Path], profile: Optional[str], extra: Lis
 
 
 def cmd_run(args) -> int:
-    from specrepro.layout import Layout
+    from specrepro.core.layout import Layout
 
     cfg = compose_campaign(args.overrides)
     # the team's tracking server first, in seconds: a wrong password found after the GPU hours loses their logging
@@ -175,8 +175,8 @@ def cmd_run(args) -> int:
 
 
 def _run_locked(args, cfg) -> int:
-    from specrepro.config import data_sources
-    from specrepro.layout import Layout
+    from specrepro.core.config import data_sources
+    from specrepro.core.layout import Layout
 
     resolved = _write_resolved(cfg)
     extra = [*args.snakemake_args, "--nolock"]
@@ -186,7 +186,7 @@ def _run_locked(args, cfg) -> int:
     print(f"specrepro: resolved config {resolved}", file=sys.stderr)
     import time
 
-    from specrepro.stage_log import failures_since
+    from specrepro.stages.stage_log import failures_since
 
     started = time.time()
     # the data every job reads first, alone (its own rule, on this host): a file that cannot be had stops the run
@@ -217,7 +217,7 @@ def print_report_summary(results: Path, cpu_only: bool) -> None:
     report = results / "report" / "report.md"
     if not report.is_file():
         return
-    from specrepro.tracking import closing_lines
+    from specrepro.stages.tracking import closing_lines
 
     head = report.read_text().split("\n### Noise floors", 1)[0]
     print(head.rstrip())
@@ -227,10 +227,10 @@ def print_report_summary(results: Path, cpu_only: bool) -> None:
 
 def cmd_preflight(args) -> int:
     """The measuring job's preflight, by hand, for each arm whose image the image stage resolved."""
-    from specrepro.campaign import Campaign
-    from specrepro.image import ensure_image
-    from specrepro.launch import Launcher, LaunchError, granted_gpus, job_context
-    from specrepro.preflight import PreflightError, run_preflight
+    from specrepro.core.campaign import Campaign
+    from specrepro.stages.image import ensure_image
+    from specrepro.serving.launch import Launcher, LaunchError, granted_gpus, job_context
+    from specrepro.stages.preflight import PreflightError, run_preflight
 
     campaign = Campaign(compose_campaign(args.overrides))
     arms = args.arms or campaign.arms
@@ -255,7 +255,7 @@ def cmd_preflight(args) -> int:
 
 
 def cmd_flags_table(args) -> int:
-    from specrepro.sglang_flags import TABLE_DIR, table_from_source
+    from specrepro.upstream.sglang_flags import TABLE_DIR, table_from_source
 
     table = table_from_source(Path(args.sglang_pkg), args.version)
     out = Path(args.output) if args.output else TABLE_DIR / f"{args.version}.json"
@@ -265,7 +265,7 @@ def cmd_flags_table(args) -> int:
 
 
 def cmd_accept_len(args) -> int:
-    from specrepro.accept_length import parse_decode_lines
+    from specrepro.measure.accept_length import parse_decode_lines
 
     results = {}
     for path in args.logs:
@@ -288,7 +288,7 @@ def cmd_accept_len(args) -> int:
 def cmd_gsm8k(args) -> int:
     """`specrepro gsm8k`: one repeat against a running server."""
     from specrepro.benchmarks import gsm8k
-    from specrepro.config import load_resolved
+    from specrepro.core.config import load_resolved
 
     cfg = load_resolved(Path(args.config))
     settings = cfg["benchmarks"][args.benchmark]["gsm8k"]
@@ -353,15 +353,15 @@ def cmd_analyze(args) -> int:
 
 def cmd_log(args) -> int:
     """Log a campaign's results from disk to MLflow (idempotent)."""
-    from specrepro.config import load_resolved
-    from specrepro.tracking import log_campaign
+    from specrepro.core.config import load_resolved
+    from specrepro.stages.tracking import log_campaign
 
     results = Path(args.results_dir)
     cfg_path = results / "resolved_config.yaml"
     if not cfg_path.is_file():
         print(f"specrepro log: {cfg_path} not found: is {results} a campaign's results folder?", file=sys.stderr)
         return 2
-    from specrepro.tracking_server import TrackingServerError
+    from specrepro.stages.tracking_server import TrackingServerError
 
     cfg = load_resolved(cfg_path)
     # this folder's files, wherever the campaign ran (a CI artifact downloaded, a copy)
@@ -399,7 +399,7 @@ def cmd_report(args) -> int:
 
 def cmd_open(args) -> int:
     """The campaign's MLflow dashboard: `mlflow ui` on its store on a free loopback port until Ctrl-C."""
-    from specrepro.tracking import open_dashboard
+    from specrepro.stages.tracking import open_dashboard
 
     return open_dashboard(Path(args.results_dir), port=args.port)
 
@@ -408,8 +408,8 @@ def cmd_toy_model(args) -> int:
     """Build the toy target + EAGLE draft pair (the toy_lookup model's recipe, overridable)."""
     import tempfile
 
-    from specrepro.datasets import DatasetError, resolve_dataset
-    from specrepro.toy_model import toy_model_stage
+    from specrepro.core.datasets import DatasetError, resolve_dataset
+    from specrepro.stages.toy_model import toy_model_stage
 
     cfg = compose(["model=toy_lookup", *args.overrides])
     toy = dict(cfg["model"]["toy"], dir=str(Path(args.dir).resolve()))
@@ -460,7 +460,7 @@ next, in this order:
 
 def cmd_node_facts(args) -> int:
     """The node's GPUs as the pipeline reads them, and the devices a grant maps to."""
-    from specrepro import node_facts as nf
+    from specrepro.measure import node_facts as nf
 
     try:
         gpus = nf.node_gpus(args.accelerator, Path(args.root))

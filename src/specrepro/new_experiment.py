@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from specrepro.errors import SpecreproError
-from specrepro.config import SAFE_NAME
+from specrepro.util.errors import SpecreproError
+from specrepro.core.config import SAFE_NAME
 
 
 class NewExperimentError(SpecreproError, ValueError):
@@ -131,7 +131,7 @@ defaults:
 
 experiment:
   name: {name}_cpu
-  # what theory predicts per arm and benchmark (specrepro.theory): how each arm's draft proposes, e.g.
+  # what theory predicts per arm and benchmark (specrepro.core.theory): how each arm's draft proposes, e.g.
   #   baseline: {{gsm8k: {{draft_temperature: 0}}}}
   theory: {{}}
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from specrepro.analysis.claims import check_campaign_claims
-from specrepro.campaign import Campaign
-from specrepro.config import ConfigError, check_resolved, compose
-from specrepro.rounds import interleaved, round_launches, round_of
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import ConfigError, check_resolved, compose
+from specrepro.core.rounds import interleaved, round_launches, round_of
 
 # Rules of each target, in DAG order; the rules not listed by fan_out run once.
 TARGET_RULES = {

@@ -40,8 +40,8 @@ def content_key(wheel: Path) -> str:
 
 def build(cache_dir: Path, runtime: str = "podman") -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from specrepro.fileio import locked
-    from specrepro.sources import registry_archive
+    from specrepro.util.fileio import locked
+    from specrepro.stages.sources import registry_archive
 
     wheel = registry_archive("0.5.20", cache_dir, sys.stderr)
     key = content_key(wheel)

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from specrepro.image import resolve_base
-from specrepro.stage_log import stage_log
+from specrepro.stages.image import resolve_base
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     resolve_base(snakemake.config["platform"], snakemake.params.base, Path(snakemake.config["cache_dir"]),

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from specrepro.collect import collect_campaign
-from specrepro.stage_log import stage_log
+from specrepro.stages.collect import collect_campaign
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     collect_campaign(

@@ -1,8 +1,8 @@
 from pathlib import Path
 
 from specrepro.analysis.report import cpu_stages_report
-from specrepro.fileio import write_text_atomic
-from specrepro.stage_log import stage_log
+from specrepro.util.fileio import write_text_atomic
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     text = cpu_stages_report(snakemake.config, [Path(v) for v in snakemake.input.verdicts])

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from specrepro.datasets import resolve_dataset
-from specrepro.stage_log import stage_log
+from specrepro.core.datasets import resolve_dataset
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     source, key = snakemake.params.source

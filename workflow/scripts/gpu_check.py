@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from specrepro.campaign import Campaign
-from specrepro.gpu_check import gpu_check_stage
-from specrepro.stage_log import stage_log
+from specrepro.core.campaign import Campaign
+from specrepro.stages.gpu_check import gpu_check_stage
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     campaign = Campaign(snakemake.config)

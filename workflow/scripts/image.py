@@ -1,9 +1,9 @@
 from pathlib import Path
 
-from specrepro.arm_plan import build_arm_plan
-from specrepro.image import image_stage
-from specrepro.series import load_series, series_folder
-from specrepro.stage_log import stage_log
+from specrepro.core.arm_plan import build_arm_plan
+from specrepro.stages.image import image_stage
+from specrepro.core.series import load_series, series_folder
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     plan = build_arm_plan(snakemake.config, snakemake.wildcards.arm)

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from specrepro.sources import patch_stage
-from specrepro.stage_log import stage_log
+from specrepro.stages.sources import patch_stage
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     patch_stage(

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from specrepro.analysis.report import campaign_report
-from specrepro.stage_log import stage_log
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     campaign_report(

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from specrepro.config import dump_resolved
-from specrepro.fileio import write_text_atomic
-from specrepro.stage_log import stage_log
+from specrepro.core.config import dump_resolved
+from specrepro.util.fileio import write_text_atomic
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     write_text_atomic(Path(snakemake.output[0]), dump_resolved(snakemake.config))

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from specrepro.analysis.sequential_round import decide_round
-from specrepro.stage_log import stage_log
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     decide_round(

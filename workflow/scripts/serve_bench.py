@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from specrepro.serve import serve_bench_job
-from specrepro.stage_log import stage_log
+from specrepro.stages.serve import serve_bench_job
+from specrepro.stages.stage_log import stage_log
 
 # Appended: a rerun's log keeps what the earlier launches said.
 with stage_log(snakemake, mode="a") as log:

@@ -1,8 +1,8 @@
 from pathlib import Path
 
-from specrepro.fileio import write_json
-from specrepro.sources import obtain_sglang
-from specrepro.stage_log import stage_log
+from specrepro.util.fileio import write_json
+from specrepro.stages.sources import obtain_sglang
+from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     manifest = obtain_sglang(

@@ -1,5 +1,5 @@
-from specrepro.stage_log import stage_log
-from specrepro.toy_model import toy_model_stage
+from specrepro.stages.stage_log import stage_log
+from specrepro.stages.toy_model import toy_model_stage
 
 with stage_log(snakemake) as log:
     toy_model_stage(

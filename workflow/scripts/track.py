@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from specrepro.stage_log import stage_log
-from specrepro.tracking import log_campaign
+from specrepro.stages.stage_log import stage_log
+from specrepro.stages.tracking import log_campaign
 
 with stage_log(snakemake) as log:
     log_campaign(

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from omegaconf import MISSING
 
-from specrepro.errors import SpecreproError
+from specrepro.util.errors import SpecreproError
 
 
 class BenchOutputError(SpecreproError, ValueError):

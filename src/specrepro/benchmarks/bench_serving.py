@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
                                        DataSource, KindOutputs, Warmup)
-from specrepro.datasets import needs_sharegpt
+from specrepro.core.datasets import needs_sharegpt
 
 SUMMARY_FIELDS = [
     "completed", "duration", "request_throughput", "output_throughput", "input_throughput", "total_throughput",
@@ -44,7 +44,7 @@ class ServingSettings:
     # from the model hub.  Offline clusters must point this at a local copy.
     dataset_path: Optional[str] = None
     # What the random/sharegpt datasets read when dataset_path is not given: resolved before any GPU job
-    # (specrepro.datasets) and passed as --dataset-path, so the client never downloads inside the GPU job.
+    # (specrepro.core.datasets) and passed as --dataset-path, so the client never downloads inside the GPU job.
     sharegpt: Optional[DataSource] = None
     output_details: bool = True
     extra_args: List[str] = field(default_factory=list)

@@ -27,7 +27,7 @@ import requests
 
 from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
                                        KindOutputs, Warmup)
-from specrepro.fileio import write_json, write_text_atomic
+from specrepro.util.fileio import write_json, write_text_atomic
 
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
@@ -69,7 +69,7 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
 
 def load_test_set(data: Dict[str, Any], key: str = "data.gsm8k") -> List[Dict[str, str]]:
     """The test file at its configured path, held to its sha256 (the datasets stage fetched and verified it)."""
-    from specrepro.datasets import verify_file
+    from specrepro.core.datasets import verify_file
 
     with open(verify_file(data, key)) as fh:
         return [json.loads(line) for line in fh if line.strip()]

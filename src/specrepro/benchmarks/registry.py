@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from specrepro.benchmarks.base import BenchmarkKind
-from specrepro.errors import SpecreproError
+from specrepro.util.errors import SpecreproError
 
 # modules of the package that define no kind
 INFRASTRUCTURE = {"base", "registry"}

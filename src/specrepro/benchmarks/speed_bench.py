@@ -8,7 +8,7 @@ spends about 12-25 s importing itself on a CPU, so the repeat is one process (`D
 beside the server) that imports it once and calls its own entry (`cli_main`) for each category in turn, writing
 `speed_bench.<category>.jsonl` per category and, around each, the server's /metrics counters
 (`speed_bench.windows.json`).  bench_serving's per-request output keeps no verify counts, so a category's accept
-length is the counters' delta over its window (specrepro.accept_length.from_metrics: tokens emitted per verify
+length is the counters' delta over its window (specrepro.measure.accept_length.from_metrics: tokens emitted per verify
 step, a bound from below); the whole repeat's comes from the decode log and /metrics as bench_serving's does.
 
 The kind `speed_bench` (settings block `speed_bench:`) records the whole benchmark's metrics and, per category,
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from specrepro import accept_length as al
+from specrepro.measure import accept_length as al
 from specrepro.benchmarks import category_metric
 from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
                                        KindOutputs, Warmup)
 from specrepro.benchmarks.bench_serving import parse_bench_serving
-from specrepro.datasets import verify_file
+from specrepro.core.datasets import verify_file
 
 CATEGORIES = ["low_entropy", "mixed", "high_entropy"]
 WINDOWS_FILE = "speed_bench.windows.json"

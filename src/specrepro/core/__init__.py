@@ -1,0 +1,1 @@
+"""The plan/config core: the typed schema, the composed and validated config, each arm resolved once (ArmPlan), the patch series a change brings, the campaign, the results folder's layout, cost, launch rounds, sweeps, theory and the data files a campaign reads.  Plain values in and out; imports util, upstream, benchmarks and runtimes, never a stage."""

@@ -1,0 +1,1 @@
+"""Reading what a server and a node say: accept length from its three sources, the server's effective config checked against what the arm asked for, the node's GPUs and the device files a grant maps to.  Pure parsers and reads of the node; imports util only."""

@@ -1,0 +1,1 @@
+"""A server on a node: the one command builder (Launcher: what `plan` prints is what runs), programs run where the server runs (probes, the GPU facts inside its image) and the server's lifecycle (a context manager that always stops it).  Imports core, measure, benchmarks, runtimes and util; the stages use it, never the reverse."""

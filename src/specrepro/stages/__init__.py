@@ -1,0 +1,1 @@
+"""The DAG's stages, one module or sub-package each: the image, patch_check, gpu_check, preflight, the measuring job (serve), the toy model, datasets, sglang's resolution of the arms, collect, tracking (MLflow), the team server's check and a stage's log.  Each imports the layers below it; which stages use another is declared in pyproject.toml's import contract."""

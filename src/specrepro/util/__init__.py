@@ -1,0 +1,1 @@
+"""Leaf utilities every layer may use: errors that name what to fix, atomic writes and locks, logged subprocesses, secret redaction, the report as data.  They import nothing else of specrepro but each other."""
