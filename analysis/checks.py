@@ -22,6 +22,7 @@ import pandas as pd
 
 from specrepro.analysis import stats
 from specrepro.util.metric_names import base_metric, category_metric, category_of, has, lookup
+from specrepro.benchmarks import questions as questions_of
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # Characters of each differing output kept in the report, around the first divergence.
@@ -243,7 +244,7 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
         ref_arm = ((reference or {}).get(claim.get("arm")) or {}).get(bench, {}).get(metric)
         ref_base = ((reference or {}).get(claim.get("against")) or {}).get(bench, {}).get(metric)
         extra = 0.0
-        questions = ((benchmarks.get(bench) or {}).get("gsm8k") or {}).get("num_questions")
+        questions = questions_of(benchmarks[bench]) if bench in benchmarks else None
         if base_metric(metric) in binomial_metrics and questions:
             p_arm, p_base = ref_arm if ref_arm is not None else 0.9, ref_base if ref_base is not None else 0.9
             extra = stats.binomial_relative_se(p_arm, p_base, questions)

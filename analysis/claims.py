@@ -35,22 +35,13 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from specrepro.util.metric_names import CATEGORY, category_metric, split_category_metric
+from specrepro.benchmarks import greedy as greedy_benchmark, kinds
 
 EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
                          "accept_length_metrics")
-# What each benchmark kind records per run (specrepro.stages.serve / specrepro.bench_serving).
-KIND_METRICS = {
-    "gsm8k": ("accuracy", "invalid_rate", "output_throughput", "mean_tpot_ms", *ACCEPT_LENGTH_METRICS),
-    "bench_serving": ("completed", "duration", "request_throughput", "output_throughput", "input_throughput",
-                      "total_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
-                      "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
-                      "mean_e2e_latency_ms", "median_e2e_latency_ms", "accept_length_server_lifetime",
-                      *ACCEPT_LENGTH_METRICS),
-}
-# SPEED-Bench runs through the same client (bench_serving --dataset-name speed-bench): the same metrics, each also
-# per category (`<metric>[<category>]`, specrepro.util.metric_names).
-KIND_METRICS["speed_bench"] = KIND_METRICS["bench_serving"]
+# What each benchmark kind records per run (its kind's record_metrics, and every run's accept length).
+KIND_METRICS = {name: (*kind.record_metrics, *ACCEPT_LENGTH_METRICS) for name, kind in kinds().items()}
 CLAIM_KEYS = {"id", "text", "benchmark", "metric", "expect", "arm", "against", "arms", "margin", "predicted", "from",
               "fraction", "category",
               # a claim's instance at one level of a sweep (specrepro.core.sweep.claims_per_level)
@@ -220,8 +211,7 @@ def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     kinds = {b: v["kind"] for b, v in (cfg.get("benchmarks") or {}).items()}
     arm_benchmarks = {a: list(v.get("benchmarks") or []) for a, v in exp["arms"].items()}
     judged = claims_per_level([c for c in claims if not (isinstance(c, dict) and c.get("id") in skip)], cfg)
-    greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if v["kind"] == "gsm8k" and v.get("gsm8k")
-              and v["gsm8k"].get("temperature") == 0}
+    greedy = {b for b, v in (cfg.get("benchmarks") or {}).items() if greedy_benchmark(v)}
     categories = {b: benchmark_categories(v) for b, v in (cfg.get("benchmarks") or {}).items()}
     found = claim_problems(judged, str(path), list(exp["arms"]), kinds, arm_benchmarks, greedy, categories)
     if found:

@@ -15,6 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from specrepro.benchmarks import kind_of
+
 
 def git_commit() -> str:
     """This checkout's commit, `+changes` when its tracked files differ from it ("" outside a git checkout)."""
@@ -61,14 +63,8 @@ def speculative_settings(server_args: Dict[str, Any]) -> str:
 
 def workload(bench: Dict[str, Any], repeats: int) -> str:
     """One benchmark's workload in a few words."""
-    if bench["kind"] == "gsm8k":
-        g = bench["gsm8k"]
-        text = (f"GSM8K {g['num_questions']} questions, {g['num_shots']}-shot, <= {g['max_new_tokens']} new tokens, "
-                f"T {g['temperature']:g}")
-    else:
-        s = bench.get("serving") or {}
-        text = (f"{s.get('dataset_name')} prompts {s.get('input_len')}/{s.get('output_len')} tokens in/out x "
-                f"{s.get('num_prompts')}, concurrency {s.get('max_concurrency')}")
+    kind = kind_of(bench)
+    text = kind.workload(bench.get(kind.block) or {})
     return f"{text}; {repeats} repeats"
 
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from specrepro.analysis.claims import unjudged_metrics
 from specrepro.util.metric_names import has, split_category_metric
+from specrepro.benchmarks import greedy as greedy_benchmark, kind_of, kinds, questions as questions_of
 from specrepro.analysis.provenance import git_commit
 from specrepro.util.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
                                          to_html, to_markdown, verdict_cell, verdict_class, yes_no)
@@ -98,8 +99,6 @@ def metric_format(metric: str) -> tuple:
 HEADLINE_CAPTION = ("Each cell: the mean over repeats ± the 95% confidence interval's half-width (Student t over the "
                     "repeats); a coefficient of variation between repeats above {:.0%} is flagged beside its number. "
                     "Latencies in ms: p50 is the median, p99 the 99th percentile of the requests of a run.")
-BENCHMARK_KIND_TITLES = {"gsm8k": "GSM8K-style benchmarks", "bench_serving": "bench_serving benchmarks",
-                         "speed_bench": "SPEED-Bench benchmarks"}
 
 
 def reference_applies(cfg: Dict[str, Any]) -> bool:
@@ -115,6 +114,15 @@ def headline_metrics(cfg: Dict[str, Any], bench: str, claims: List[Dict[str, Any
     return list(own) or list(dict.fromkeys(c["metric"] for c in claims if c.get("benchmark") == bench and c.get("metric")))
 
 
+def benches_by_kind(cfg: Dict[str, Any], ran: set) -> Dict[str, List[str]]:
+    """The benchmarks the campaign ran (not a sweep's cells), under their kind's title, kinds in registry order."""
+    out: Dict[str, List[str]] = {kind.title: [] for kind in kinds().values()}
+    for b, v in cfg["benchmarks"].items():
+        if not v.get("cell") and b in ran:
+            out[kind_of(v, b).title].append(b)
+    return out
+
+
 def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = False) -> List[Section]:
     """One table per benchmark the campaign ran (a sweep's cells are in "Across factors"), grouped by kind: every
     cell mean ± 95% CI, the published figure beside it where the experiment gives one; with `plots`, each table's
@@ -125,8 +133,7 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
     ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
     ran = {s["benchmark"] for s in analysis["summary"]}
     sections: List[Section] = []
-    for kind, title in BENCHMARK_KIND_TITLES.items():
-        benches = [b for b, v in cfg["benchmarks"].items() if v["kind"] == kind and not v.get("cell") and b in ran]
+    for title, benches in benches_by_kind(cfg, ran).items():
         tables, shown = [], set()
         for bench in benches:
             metrics = headline_metrics(cfg, bench, analysis.get("claims") or [])
@@ -1013,8 +1020,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skipped], cfg)
     toy = cfg["model"].get("toy")
-    questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
-    greedy = [b for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k" and v["gsm8k"]["temperature"] == 0]
+    questions = {b: n for b, v in cfg["benchmarks"].items() if (n := questions_of(v)) is not None}
+    greedy = [b for b, v in cfg["benchmarks"].items() if greedy_benchmark(v)]
     analysis = analyze(runs, requests, Campaign(cfg).baseline_of(), claims,
                        cfg["experiment"].get("reference_repeats"), questions,
                        invalid_arms=invalid_arms({r["arm"]: r.get("validity") or {} for r in records}),

@@ -15,6 +15,7 @@ from typing import IO, Any, Dict, List, Optional
 from specrepro.analysis.analyze import INCONCLUSIVE
 from specrepro.analysis.sequential import decide_sequential, next_round_gpu_hours
 from specrepro.analysis.sequential_plan import launch_gpu_hours
+from specrepro.benchmarks import questions as questions_of
 
 
 def launch_validity(plan, launch_records: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -62,7 +63,7 @@ def decide_round(cfg: Dict[str, Any], round_no: int, launch_records: List[Path],
     runs, requests, _ = run_tables(cfg, plans, measured)
     claims = campaign_claims(cfg, claims_path) if claims_path else []
     validity = {arm: launch_validity(plans[arm], [r for r in records if r["arm"] == arm]) for arm in measured}
-    questions = {b: v["gsm8k"]["num_questions"] for b, v in cfg["benchmarks"].items() if v["kind"] == "gsm8k"}
+    questions = {b: n for b, v in cfg["benchmarks"].items() if (n := questions_of(v)) is not None}
     args = dict(requests=requests if len(requests) else None, reference_repeats=exp.get("reference_repeats"),
                 questions=questions, invalid_arms=invalid_arms(validity), unjudged_metrics=unjudged_metrics(cfg),
                 arms=list(plans))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specrepro.bench_serving import BenchOutputError, parse_bench_serving
+from specrepro.benchmarks.bench_serving import BenchOutputError, parse_bench_serving
 
 
 def result_line(**over):

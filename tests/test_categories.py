@@ -127,7 +127,7 @@ def test_decidability_per_category_uses_the_base_metrics_fallback_and_prior():
 
     settings = {"launch_noise_prior": {"accept_length": 0.005}, "within_fallback": {"accept_length": 0.01},
                 "default_margin": 0.02}
-    d = decidability([with_category(claim("low", "low_entropy"))], {"speed_bench": {}}, {"speed_bench": 4}, {}, {},
+    d = decidability([with_category(claim("low", "low_entropy"))], {"speed_bench": {"kind": "speed_bench"}}, {"speed_bench": 4}, {}, {},
                      settings)[0]
     assert d["metric"] == "accept_length[low_entropy]" and d["floor"] == 0.01 and d["prior"] == 0.005
     assert d["floor_source"] == "fallback" and d["resolvable"] > 0

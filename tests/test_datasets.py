@@ -1,4 +1,4 @@
-"""Data files resolved before any job reads them (specrepro.core.datasets, the datasets rule): fetched once on the submit
+"""Data files resolved before any job reads them (specrepro.util.datasets, the datasets rule): fetched once on the submit
 host over real HTTP, checksummed, recorded, handed to sglang's client as --dataset-path; refused offline naming the key
 to set."""
 
@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 from specrepro.core.campaign import Campaign
 from specrepro.core.config import ConfigError, compose
-from specrepro.core.datasets import DatasetError, resolve_dataset
+from specrepro.util.datasets import DatasetError, resolve_dataset
 
 # the shape sglang 0.5.20's sharegpt/random loaders read (benchmark/datasets/sharegpt.py: "conversations", "value")
 SHAREGPT = [{"id": str(i), "conversations": [{"from": "human", "value": f"question {i}"},
@@ -99,7 +99,10 @@ def test_gsm8k_is_read_from_its_configured_path_and_nothing_points_outside_the_r
 
 def test_the_client_gets_the_resolved_file_and_the_measuring_job_waits_for_it(tmp_path):
     campaign = Campaign(compose([f"results_dir={tmp_path / 'r'}", f"cache_dir={tmp_path / 'c'}"]))
-    argv = campaign.plan("main_rs_on").bench_serving_argv("bench_serving", "http://h:1", "out.jsonl")
+    from specrepro.core.arm_plan import BenchRun
+
+    # the bench_serving kind's client step (specrepro.benchmarks.bench_serving)
+    argv = campaign.plan("main_rs_on").client_step(BenchRun("main_rs_on", "bench_serving", 1), "http://h:1", "out").argv
     assert argv[argv.index("--dataset-path") + 1] == str(tmp_path / "c" / "datasets" / "ShareGPT_V3_unfiltered_cleaned_split.json")
     assert campaign.datasets_for_arm("main_rs_on") == [str(tmp_path / "r" / "datasets" / f"{b}.json")
                                                       for b in ("gsm8k", "gsm8k_sampled", "bench_serving")]

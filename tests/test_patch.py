@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specrepro.core.config import PROJECT_ROOT
-from specrepro.upstream.patching import PatchError, apply_series
+from specrepro.util.patching import PatchError, apply_series
 from specrepro.core.series import load_series, resolve_patches
 from specrepro.stages.sources import registry_archive, unpack_archive
 
@@ -117,7 +117,7 @@ def test_url_patch_is_fetched_once_and_verified(tmp_path):
     import http.server
     import threading
 
-    from specrepro.upstream.patching import sha256_file
+    from specrepro.util.patching import sha256_file
     from specrepro.core.series import SeriesError
 
     served = tmp_path / "served"

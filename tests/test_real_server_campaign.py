@@ -187,3 +187,34 @@ def test_gsm8k_data_stayed_offline_and_checked(campaign):
     record = json.loads((campaign["results"] / "datasets" / "gsm8k.json").read_text())
     assert record["verified_by"] == "the configured sha256" and record["fetched_now"] is False
     assert record["key"] == "data.gsm8k"
+
+
+SPEED_BENCH_ARMS = ("main_rs_off", "main_rs_on", "pr_rs_on")
+SPEED_BENCH_CATEGORIES = ("low_entropy", "mixed", "high_entropy")
+
+
+def test_speed_bench_reports_accept_length_per_category(campaign):
+    """sglang's own bench_serving on the toy corpus in SPEED-Bench's shape, one client process a repeat running the
+    three categories in turn: each category's accept length (its window's /metrics counters) is a row of the tidy
+    runs table, `accept_length[<category>]`, beside the whole benchmark's."""
+    runs = pd.read_csv(campaign["results"] / "tables" / "runs.csv")
+    sb = runs[runs.benchmark == "speed_bench"]
+    assert set(sb.arm) == set(SPEED_BENCH_ARMS)
+    for arm in SPEED_BENCH_ARMS:
+        values = sb[sb.arm == arm].set_index("metric")["value"]
+        for category in SPEED_BENCH_CATEGORIES:
+            # tokens per verify step: the bonus token at least, every draft (three) and the bonus at most
+            assert 1.0 <= values[f"accept_length[{category}]"] <= 4.0, (arm, category, values.to_dict())
+            assert values[f"completed[{category}]"] == 2 and values[f"output_throughput[{category}]"] > 0
+        assert 1.0 <= values["accept_length"] <= 4.0 and values["completed"] == 6
+        run = json.loads((campaign["results"] / "arms" / arm / "speed_bench" / "r1" / "run.json").read_text())
+        # one client process for the three categories (sglang imported once)
+        assert run["client_argv"][1] == "-c" and "cli_main()" in run["client_argv"][2]
+        assert [w["category"] for w in json.loads(
+            (campaign["results"] / "arms" / arm / "speed_bench" / "r1" / "speed_bench.windows.json").read_text())] \
+            == list(SPEED_BENCH_CATEGORIES)
+    # greedy on argmax-proposing arms: every draft accepted, in every category (the toy model's theory)
+    greedy_off = sb[(sb.arm == "main_rs_off") & sb.metric.str.startswith("accept_length[")]
+    assert (greedy_off.value > 3.5).all(), greedy_off
+    record = json.loads((campaign["results"] / "datasets" / "speed_bench.json").read_text())
+    assert record["key"] == "data.speed_bench_toy" and record["verified_by"] == "the configured sha256"

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 from specrepro.stages.patch_check import generic_checks, render_markdown
-from specrepro.upstream.patching import apply_series, sha256_file
+from specrepro.util.patching import apply_series, sha256_file
 from specrepro.core.series import JudgeError, SeriesError, load_series, run_judge
 
 PATCH = """--- a/python/sglang/mod.py

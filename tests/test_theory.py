@@ -127,7 +127,7 @@ def test_the_prompt_decides_where_the_toy_models_chain_starts(toy):
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
-    from specrepro.gsm8k import few_shot_prefix, one_example
+    from specrepro.benchmarks.gsm8k import few_shot_prefix, one_example
 
     w = load_file(str(toy["dir"] / "target" / "model.safetensors"))
     cfg = json.loads((toy["dir"] / "target" / "config.json").read_text())

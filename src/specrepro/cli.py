@@ -286,9 +286,18 @@ def cmd_accept_len(args) -> int:
 
 
 def cmd_gsm8k(args) -> int:
-    from specrepro import gsm8k
+    """`specrepro gsm8k`: one repeat against a running server."""
+    from specrepro.benchmarks import gsm8k
+    from specrepro.core.config import load_resolved
 
-    return gsm8k.cli(args)
+    cfg = load_resolved(Path(args.config))
+    settings = cfg["benchmarks"][args.benchmark]["gsm8k"]
+    items = gsm8k.load_test_set(cfg["data"][settings["test_data"]], f"data.{settings['test_data']}")
+    result = gsm8k.run_gsm8k(args.base_url.rstrip("/"), settings, items, cfg["serve"]["request_timeout_s"])
+    gsm8k.write_outputs(result, Path(args.output_dir))
+    s = result["summary"]
+    print(f"Accuracy: {s['accuracy']:.3f}\nInvalid: {s['invalid_rate']:.3f}\nLatency: {s['latency_s']:.3f} s")
+    return 0
 
 
 def cmd_analyze(args) -> int:
@@ -399,7 +408,7 @@ def cmd_toy_model(args) -> int:
     """Build the toy target + EAGLE draft pair (the toy_lookup model's recipe, overridable)."""
     import tempfile
 
-    from specrepro.core.datasets import DatasetError, resolve_dataset
+    from specrepro.util.datasets import DatasetError, resolve_dataset
     from specrepro.stages.toy_model import toy_model_stage
 
     cfg = compose(["model=toy_lookup", *args.overrides])

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from specrepro.core.datasets import resolve_dataset
+from specrepro.util.datasets import resolve_dataset
 from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:

@@ -18,13 +18,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from specrepro.benchmarks import BenchmarkKind, ClientCall, ClientStep, kind_of, settings_blocks
 from specrepro.core.cost import repeats_of
 from specrepro.core.layout import Layout
 from specrepro.core.rounds import max_launches
 from specrepro.upstream.sglang_flags import load_table, owned_argv, render_flags, requested_fields
 
 SERVER_MODULE = "sglang.launch_server"
-BENCH_SERVING_MODULE = "sglang.benchmark.serving"
 # serve settings that decide nothing a server measures (timeouts, plan's cost figures)
 UNMEASURED_SERVE = ("ready_timeout_s", "request_timeout_s", "shutdown_grace_s", "idle_shutdown_grace_s", "bench_timeout_s",
                     "crash_settle_s", "expected_load_s", "expected_tpot_ms", "expected_tpot_growth")
@@ -82,6 +82,8 @@ class ArmPlan:
     requested_fields: Mapping[str, Any]
     python: str
     benchmarks: Mapping[str, Mapping[str, Any]]
+    # benchmark -> its kind (specrepro.benchmarks)
+    kinds: Mapping[str, BenchmarkKind]
     runs: Tuple[BenchRun, ...]
     launches: int
     # benchmark -> local files its client reads next to the server (mounted read-only)
@@ -147,36 +149,21 @@ class ArmPlan:
     def server_flags(self, port: Any) -> List[str]:
         return [*self.arm_flags, "--host", self.serve["host"], "--port", str(port), *self.owned_flags]
 
-    def bench_serving_argv(self, benchmark: str, base_url: str, output_file: str, python: Optional[str] = None
-                           ) -> List[str]:
-        s = self.benchmarks[benchmark]["serving"]
-        argv = [
-            python or self.python, "-m", BENCH_SERVING_MODULE,
-            "--backend", "sglang",
-            "--base-url", base_url,
-            "--dataset-name", s["dataset_name"],
-            "--random-input-len", str(s["input_len"]),
-            "--random-output-len", str(s["output_len"]),
-            "--random-range-ratio", str(s["range_ratio"]),
-            "--num-prompts", str(s["num_prompts"]),
-            "--max-concurrency", str(s["max_concurrency"]),
-            # Each repeat draws the same prompts: the repeats measure the server, not the sample.
-            "--seed", str(s["seed"]),
-            "--output-file", output_file,
-            "--disable-tqdm",
-        ]
-        if self.client_data.get(benchmark):
-            argv += ["--dataset-path", self.client_data[benchmark][0]]
-        if s.get("output_details"):
-            argv.append("--output-details")
-        return argv + list(s.get("extra_args") or [])
+    def kind(self, benchmark: str) -> BenchmarkKind:
+        """The benchmark's kind (looked up once, when the plan was built)."""
+        return self.kinds[benchmark]
 
-    def gsm8k_argv(self, benchmark: str, repeat: int, base_url: str, output_dir: str) -> List[str]:
-        return [
-            sys.executable, "-m", "specrepro.cli", "gsm8k", "--base-url", base_url, "--benchmark", benchmark,
-            "--repeat", str(repeat), "--output-dir", output_dir, "--config", self.resolved_config,
-        ]
+    def settings(self, benchmark: str) -> Mapping[str, Any]:
+        """The benchmark's settings block (its kind's)."""
+        return self.benchmarks[benchmark][self.kinds[benchmark].block]
 
+    def client_step(self, run: BenchRun, base_url: str, out_dir: str, python: Optional[str] = None) -> ClientStep:
+        """One repeat's client: its argv and whether it runs beside the server."""
+        call = ClientCall(benchmark=run.benchmark, repeat=run.repeat, base_url=base_url, out_dir=out_dir,
+                          serving_python=python or self.python, host_python=sys.executable,
+                          resolved_config=self.resolved_config,
+                          data_files=tuple(self.client_data.get(run.benchmark) or ()))
+        return self.kind(run.benchmark).client_step(self.settings(run.benchmark), call)
 
 def merged_server_args(cfg: Dict[str, Any], arm: Dict[str, Any]) -> Dict[str, Any]:
     """The model's arguments, then the platform's (device, backends), then the arm's own."""
@@ -195,16 +182,10 @@ def serving_python(cfg: Dict[str, Any]) -> str:
     return plat["python"]
 
 
-def client_data_files(bench: Dict[str, Any]) -> List[str]:
-    """Local files a benchmark's client reads next to the server: its dataset_path, or the ShareGPT file the datasets
-    stage resolves for it."""
-    from specrepro.core.datasets import needs_sharegpt
-
-    if bench["kind"] != "bench_serving":
-        return []
-    if bench["serving"].get("dataset_path"):
-        return [bench["serving"]["dataset_path"]]
-    return [bench["serving"]["sharegpt"]["path"]] if needs_sharegpt(bench["serving"]) else []
+def client_data_files(bench: Dict[str, Any], data: Dict[str, Any]) -> List[str]:
+    """Local files a benchmark's client reads next to the server (its kind says which)."""
+    kind = kind_of(bench)
+    return kind.client_data_files(bench[kind.block], data)
 
 
 def arm_runs(name: str, benchmarks: List[str], cfg: Dict[str, Any]) -> List[BenchRun]:
@@ -222,7 +203,9 @@ def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
     series = arm.get("patch_series")
     args = merged_server_args(cfg, arm)
     benchmarks = {b: cfg["benchmarks"][b] for b in dict.fromkeys(arm["benchmarks"])}
-    data_names = {v["gsm8k"]["test_data"] for v in benchmarks.values() if v["kind"] == "gsm8k"}
+    kinds = {b: kind_of(v, b) for b, v in benchmarks.items()}
+    settings_block_names = {k.block for k in settings_blocks()}
+    data_names = {name for b, v in benchmarks.items() for _, name in kinds[b].data_entries(v[kinds[b].block])}
     if cfg["model"].get("toy"):
         data_names.add(cfg["model"]["toy"]["corpus"])
     data = {n: cfg["data"][n] for n in sorted(data_names) if n in (cfg.get("data") or {})}
@@ -233,8 +216,10 @@ def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
         "sglang_ref": ref,
         "patch_series": series_key,
         "server_args": args,
-        # a sweep cell's settings carry its levels; its name, base and headline say nothing more
-        "benchmarks": {b: {k: v for k, v in bench.items() if k not in ("cell", "headline")}
+        # a sweep cell's settings carry its levels; its name, base and headline say nothing more, and the blocks
+        # of other kinds are empty (left out, so that registering a kind changes no key)
+        "benchmarks": {b: {k: v for k, v in bench.items() if k not in ("cell", "headline")
+                           and not (k in settings_block_names and v is None)}
                        for b, bench in benchmarks.items()},
         "repeats": {b: repeats_of(cfg, b) for b in benchmarks},
         "serve": {k: v for k, v in cfg["serve"].items() if k not in UNMEASURED_SERVE},
@@ -253,9 +238,10 @@ def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
         server_args=frozen(args), arm_flags=tuple(render_flags(args, table)),
         owned_flags=tuple(owned_argv(cfg["serve"])),
         requested_fields=frozen(requested_fields(args, table, cfg["serve"])), python=serving_python(cfg),
-        benchmarks=frozen(benchmarks), runs=tuple(arm_runs(name, list(benchmarks), cfg)),
+        benchmarks=frozen(benchmarks), kinds=MappingProxyType(kinds), runs=tuple(arm_runs(name, list(benchmarks), cfg)),
         launches=max_launches(cfg["experiment"].get("launches")),
-        client_data=frozen({b: client_data_files(v) for b, v in benchmarks.items()}), data=frozen(data),
+        client_data=frozen({b: client_data_files(v, cfg.get("data") or {}) for b, v in benchmarks.items()}),
+        data=frozen(data),
         measurement_key=frozen(measurement_key), layout=Layout(Path(cfg["results_dir"])),
         platform=frozen(cfg["platform"]), serve=frozen(cfg["serve"]), preflight=frozen(cfg["preflight"]),
         gpu_check=frozen(cfg["gpu_check"]), model_gpus=int(cfg["model"]["gpus"]), offline=bool(cfg.get("offline")),

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Sequence
 
 import yaml
 
+from specrepro.benchmarks import UnknownKind, kind_of, registered
 from specrepro.util.errors import SpecreproError, hydra_message
 from specrepro.core.cost import campaign_cost
 from specrepro.util.redaction import SECRET_NAME
@@ -26,8 +27,6 @@ from specrepro.upstream.sglang_flags import OWNED_FLAG_NAMES, load_table
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[3]))
 CONF_DIR = PROJECT_ROOT / "conf"
-# Each benchmark kind's settings section.
-BENCHMARK_KINDS = {"gsm8k": "gsm8k", "bench_serving": "serving"}
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -194,36 +193,22 @@ def _series_problems(cfg: Dict[str, Any]) -> List[str]:
 
 
 def _benchmark_problems(cfg: Dict[str, Any]) -> List[str]:
-    from specrepro.core.datasets import needs_sharegpt
-
     problems = []
     for bname, bench in (cfg.get("benchmarks") or {}).items():
         key = f"benchmarks.{bname}"
         if not SAFE_NAME.match(bname):
             problems.append(f"{key}: benchmark names must be plain names")
-        kind = bench["kind"]
-        section = BENCHMARK_KINDS[kind]
-        if not bench.get(section):
-            problems.append(f"{key}.{section}: a {kind} benchmark needs its `{section}` settings")
+        try:
+            kind = kind_of(bench, bname)
+        except UnknownKind as exc:
+            problems.append(str(exc))
+            continue
+        if not bench.get(kind.block):
+            problems.append(f"{key}.{kind.block}: a {kind.name} benchmark needs its `{kind.block}` settings")
             continue
         if bench.get("repeats") is not None and bench["repeats"] < 1:
             problems.append(f"{key}.repeats: must be >= 1, got {bench['repeats']}")
-        settings = bench[section]
-        positive = ("num_questions", "max_new_tokens", "parallel") if kind == "gsm8k" else (
-            "input_len", "output_len", "num_prompts", "max_concurrency")
-        problems += [f"{key}.{section}.{f}: must be >= 1, got {settings[f]}" for f in positive if settings[f] < 1]
-        if kind == "gsm8k":
-            if settings["num_shots"] < 0:
-                problems.append(f"{key}.gsm8k.num_shots: must be >= 0")
-            if settings["temperature"] < 0:
-                problems.append(f"{key}.gsm8k.temperature: must be >= 0")
-            continue
-        if needs_sharegpt(settings) and not settings.get("sharegpt"):
-            problems.append(f"{key}.serving.sharegpt: sglang's {settings['dataset_name']} dataset reads ShareGPT, "
-                            f"and without a file its client downloads it inside the GPU job; give "
-                            f"serving.sharegpt (path, url) or serving.dataset_path")
-        if not 0.0 <= settings["range_ratio"] <= 1.0:
-            problems.append(f"{key}.serving.range_ratio: must be in [0, 1], got {settings['range_ratio']}")
+        problems += kind.problems(key, bench[kind.block])
     return problems
 
 
@@ -333,20 +318,21 @@ def _budget_problems(cfg: Dict[str, Any]) -> List[str]:
             f"levels, list experiment.sweep.treatments, or raise the budget"]
 
 
+def _benchmarks_with_settings(cfg: Dict[str, Any]) -> List[tuple]:
+    """(name, config) of the benchmarks of a registered kind that give their settings block (validate reports
+    the others)."""
+    return [(b, v) for b, v in (cfg.get("benchmarks") or {}).items()
+            if registered(v) and v.get(kind_of(v, b).block)]
+
+
 def data_sources(cfg: Dict[str, Any]) -> Dict[str, tuple]:
     """Every data file the campaign reads: dataset name -> (source, the config key a user sets).  A benchmark's file
     is named after the benchmark; the toy model's tokenizer corpus `toy_corpus`."""
-    from specrepro.core.datasets import needs_sharegpt
-
     data = cfg.get("data") or {}
     out: Dict[str, tuple] = {}
-    for b, bench in (cfg.get("benchmarks") or {}).items():
-        if bench["kind"] == "gsm8k" and bench.get("gsm8k") and bench["gsm8k"]["test_data"] in data:
-            name = bench["gsm8k"]["test_data"]
-            out[b] = (data[name], f"data.{name}")
-        elif bench["kind"] == "bench_serving" and bench.get("serving") and needs_sharegpt(bench["serving"]) \
-                and bench["serving"].get("sharegpt"):
-            out[b] = (bench["serving"]["sharegpt"], f"benchmarks.{b}.serving.sharegpt")
+    for b, bench in _benchmarks_with_settings(cfg):
+        for source, key in kind_of(bench, b).data_sources(b, bench[kind_of(bench, b).block], data)[:1]:
+            out[b] = (source, key)
     toy = cfg["model"].get("toy")
     if toy and toy["corpus"] in data:
         out["toy_corpus"] = (data[toy["corpus"]], f"data.{toy['corpus']}")
@@ -355,8 +341,8 @@ def data_sources(cfg: Dict[str, Any]) -> Dict[str, tuple]:
 
 def _data_problems(cfg: Dict[str, Any]) -> List[str]:
     data = cfg.get("data") or {}
-    named = [(f"benchmarks.{b}.gsm8k.test_data", v["gsm8k"]["test_data"]) for b, v in (cfg.get("benchmarks") or {}).items()
-             if v["kind"] == "gsm8k" and v.get("gsm8k")]
+    named = [(f"benchmarks.{b}.{setting}", name) for b, v in _benchmarks_with_settings(cfg)
+             for setting, name in kind_of(v, b).data_entries(v[kind_of(v, b).block])]
     if cfg["model"].get("toy"):
         named.append(("model.toy.corpus", cfg["model"]["toy"]["corpus"]))
     problems = [f"{key}: {name!r} is not a data entry (data: {', '.join(data) or 'none'})" for key, name in named

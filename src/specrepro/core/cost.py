@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional
 
+from specrepro.benchmarks import kind_of, settings_of
 from specrepro.core.rounds import max_launches
 
 
@@ -20,13 +21,9 @@ def repeats_of(cfg: Dict[str, Any], benchmark: str) -> int:
 def run_cost(bench: Dict[str, Any], serve: Dict[str, Any]) -> Dict[str, float]:
     """One run of a benchmark: its requests, and the seconds it takes at the planning TPOT (each request emits
     its token budget; `concurrency` requests at a time, each extra one slowing a step by expected_tpot_growth)."""
-    if bench["kind"] == "gsm8k":
-        s = bench["gsm8k"]
-        requests, tokens, conc = s["num_questions"], s["max_new_tokens"], s["parallel"]
-    else:
-        s = bench["serving"]
-        requests, tokens, conc = s["num_prompts"], s["output_len"], s["max_concurrency"]
-    conc = max(1, min(conc, requests))
+    figures = kind_of(bench).cost_figures(settings_of(bench))
+    requests, tokens = figures.requests, figures.tokens
+    conc = max(1, min(figures.concurrency, requests))
     step_s = serve["expected_tpot_ms"] / 1000 * (1 + serve["expected_tpot_growth"] * (conc - 1))
     return {"requests": requests, "seconds": math.ceil(requests / conc) * tokens * step_s}
 

@@ -7,12 +7,15 @@ full key.  Values that a campaign must supply are MISSING here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from specrepro.benchmarks import settings_blocks
+from specrepro.benchmarks.base import DataSource
 
 
 class Accelerator(Enum):
@@ -44,11 +47,6 @@ class SourceMethod(Enum):
     registry = "registry"
 
 
-class BenchmarkKind(Enum):
-    gsm8k = "gsm8k"
-    bench_serving = "bench_serving"
-
-
 class Placement(Enum):
     # one measuring arm per node at a time
     exclusive = "exclusive"
@@ -68,18 +66,6 @@ class Multiplicity(Enum):
     # Holm's step-down over every claim judged
     holm = "holm"
     none = "none"
-
-
-@dataclass
-class DataSource:
-    # Where the file is read from (the submit host and the GPU nodes see it: a shared folder).  Online, a missing
-    # file is fetched here once from `url` and verified; offline it must be there.
-    path: str = MISSING
-    # The file's sha256.  None: none is published; the first fetch records the file's hash beside it and every
-    # later use is held to that.
-    sha256: Optional[str] = None
-    # Canonical download, used only when `path` is absent and downloads are allowed.
-    url: Optional[str] = None
 
 
 @dataclass
@@ -260,38 +246,6 @@ class SeriesSpec:
 
 
 @dataclass
-class Gsm8kSettings:
-    num_questions: int = 200
-    num_shots: int = 5
-    temperature: float = 0.0
-    # None: sglang's default (the whole vocabulary); set it for a sampled workload.
-    top_k: Optional[int] = None
-    max_new_tokens: int = 512
-    parallel: int = 8
-    # The test set: the name of a `data` entry.
-    test_data: str = "gsm8k"
-
-
-@dataclass
-class ServingSettings:
-    dataset_name: str = "random"
-    input_len: int = 1024
-    output_len: int = 512
-    num_prompts: int = 12
-    max_concurrency: int = 1
-    range_ratio: float = 1.0
-    seed: int = 1
-    # The random dataset samples ShareGPT text; without a path sglang fetches it
-    # from the model hub.  Offline clusters must point this at a local copy.
-    dataset_path: Optional[str] = None
-    # What the random/sharegpt datasets read when dataset_path is not given: resolved before any GPU job
-    # (specrepro.core.datasets) and passed as --dataset-path, so the client never downloads inside the GPU job.
-    sharegpt: Optional[DataSource] = None
-    output_details: bool = True
-    extra_args: List[str] = field(default_factory=list)
-
-
-@dataclass
 class CellOf:
     # A sweep cell (written by specrepro.core.sweep, never by hand): the benchmark or arm it was made from, and the
     # level of each factor that made it.
@@ -307,16 +261,24 @@ class HeadlineTable:
     note: str = ""
 
 
-@dataclass
-class BenchmarkConfig:
-    kind: BenchmarkKind = MISSING
-    # None: experiment.repeats
-    repeats: Optional[int] = None
-    gsm8k: Optional[Gsm8kSettings] = None
-    serving: Optional[ServingSettings] = None
-    cell: Optional[CellOf] = None
-    # How the report shows it (no part of what is measured).
-    headline: HeadlineTable = field(default_factory=HeadlineTable)
+def benchmark_config_class() -> type:
+    """A benchmark's schema: its kind (a registered kind's name: config.validate names the key and the kinds), and
+    one optional settings block per registered kind (specrepro.benchmarks), so a new kind never edits this file."""
+    blocks = [(kind.block, Optional[kind.settings_class], None) for kind in settings_blocks()]
+    cls = make_dataclass("BenchmarkConfig", [
+        ("kind", str, MISSING),
+        # None: experiment.repeats
+        ("repeats", Optional[int], None),
+        *blocks,
+        ("cell", Optional[CellOf], None),
+        # How the report shows it (no part of what is measured).
+        ("headline", HeadlineTable, field(default_factory=HeadlineTable)),
+    ])
+    cls.__module__ = __name__
+    return cls
+
+
+BenchmarkConfig = benchmark_config_class()
 
 
 @dataclass

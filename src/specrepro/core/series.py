@@ -106,7 +106,7 @@ def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
     import shutil
     import urllib.request
 
-    from specrepro.upstream.patching import sha256_file
+    from specrepro.util.patching import sha256_file
 
     target = cache_dir / "patches" / f"{sha256}.patch"
     if target.is_file() and sha256_file(target) == sha256:
@@ -129,7 +129,7 @@ def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
 
 def content_key(spec: Dict[str, Any]) -> Dict[str, Any]:
     """What a measurement of this series depends on: each patch by content (a URL patch by its pinned sha256)."""
-    from specrepro.upstream.patching import sha256_file
+    from specrepro.util.patching import sha256_file
 
     folder = Path(spec["folder"])
     return {"patches": [sha256_file(folder / e["path"]) if e.get("path") else e["sha256"] for e in spec["patches"]]}

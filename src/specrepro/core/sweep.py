@@ -23,11 +23,8 @@ import itertools
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
-# What a client factor may set, per benchmark kind: the settings sections' fields (specrepro.core.schema).
-CLIENT_SETTINGS = {"gsm8k": ("gsm8k", {"num_questions", "num_shots", "temperature", "top_k", "max_new_tokens",
-                                       "parallel"}),
-                   "bench_serving": ("serving", {"input_len", "output_len", "num_prompts", "max_concurrency",
-                                                 "range_ratio"})}
+from specrepro.benchmarks import kinds
+
 LEVEL_TEXT = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
@@ -65,11 +62,11 @@ def sweep_problems(cfg: Dict[str, Any]) -> List[str]:
             problems.append(f"{key}: give exactly one of `client` (benchmark settings per kind) or `server` (a "
                             f"server flag)")
         for kind, setting in (f.get("client") or {}).items():
-            if kind not in CLIENT_SETTINGS:
-                problems.append(f"{key}.client.{kind}: not a benchmark kind ({', '.join(CLIENT_SETTINGS)})")
-            elif setting not in CLIENT_SETTINGS[kind][1]:
+            if kind not in kinds():
+                problems.append(f"{key}.client.{kind}: not a benchmark kind ({', '.join(kinds())})")
+            elif setting not in kinds()[kind].client_settings:
                 problems.append(f"{key}.client.{kind}: {setting!r} is not a {kind} setting "
-                                f"({', '.join(sorted(CLIENT_SETTINGS[kind][1]))})")
+                                f"({', '.join(sorted(kinds()[kind].client_settings))})")
     listed = (cfg["experiment"].get("sweep") or {}).get("treatments")
     for i, t in enumerate(listed or []):
         key = f"experiment.sweep.treatments[{i}]"
@@ -148,7 +145,7 @@ def expand(cfg: Dict[str, Any]) -> Dict[str, Any]:
                         continue
                     if bname not in used:
                         cell = copy.deepcopy(benches[b])
-                        section = CLIENT_SETTINGS[kind][0]
+                        section = kinds()[kind].block
                         for f, v in levels.items():
                             cell[section][factors[f]["client"][kind]] = v
                         cell["cell"] = {"base": b, "levels": levels}

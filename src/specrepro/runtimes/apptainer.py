@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any, Dict, List, Sequence
 
-from specrepro.upstream import patching
+from specrepro.util import patching
 from specrepro.util.fileio import locked
 from specrepro.util.procs import run_logged
 from specrepro.runtimes import register
@@ -17,11 +17,11 @@ Bootstrap: localimage
 From: {base_from}
 
 %files
-    {ctx}/patching.py /specrepro/upstream/patching.py
+    {ctx}/patching.py /specrepro/util/patching.py
     {ctx}/patches /specrepro/patches
 
 %post
-    python3 /specrepro/upstream/patching.py apply --tree {sglang_root} --layout repository \\
+    python3 /specrepro/util/patching.py apply --tree {sglang_root} --layout repository \\
         --series /specrepro/patches/series --record /specrepro/applied.json
 
 %labels

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import IO, Any, Dict, List
 
-from specrepro.upstream import patching
+from specrepro.util import patching
 from specrepro.util.fileio import locked
 from specrepro.util.procs import run_logged
 from specrepro.runtimes import register
@@ -55,7 +55,7 @@ def build_enroot_image(base_sqsh: Path, ctx: Path, output: Path, sglang_root: st
     steps = [
         ["enroot", "create", "--force", "--name", name, str(base_sqsh)],
         ["enroot", "start", "--root", "--rw", "--mount", f"{ctx}:/specrepro", name, "python3",
-         "/specrepro/upstream/patching.py", "apply", "--tree", sglang_root, "--layout", "repository",
+         "/specrepro/util/patching.py", "apply", "--tree", sglang_root, "--layout", "repository",
          "--series", "/specrepro/patches/series", "--record", "/specrepro-applied.json"],
         ["enroot", "export", "--force", "--output", str(output.with_name(output.name + ".partial")), name],
     ]

@@ -353,13 +353,11 @@ class Launcher:
             secrets_dir=ctx.secrets_dir, with_secrets=server and not name_suffix))
 
     def client_argv(self, ctx: LaunchContext, run: BenchRun, out_dir: str, python: Optional[str] = None) -> List[str]:
-        """A benchmark repeat's client: GSM8K on the host (plain HTTP), bench_serving next to the server."""
-        kind = self.plan.benchmarks[run.benchmark]["kind"]
+        """A benchmark repeat's client, as its kind gives it: on the host (plain HTTP) or beside the server (wrapped
+        by the runtime, the client data mounted)."""
         base_url = f"http://{self.plan.serve['host']}:{ctx.port}"
-        if kind == "gsm8k":
-            return self.plan.gsm8k_argv(run.benchmark, run.repeat, base_url, out_dir)
-        inner = self.plan.bench_serving_argv(run.benchmark, base_url, f"{out_dir}/bench_serving.jsonl", python=python)
-        return self.wrap(ctx, inner, server=False)
+        step = self.plan.client_step(run, base_url, out_dir, python=python)
+        return self.wrap(ctx, step.argv, server=False) if step.beside_server else step.argv
 
     def stop_argv(self, ctx: LaunchContext, grace_s: float) -> List[List[str]]:
         return self.runtime.stop_argv(self.container_name(ctx), grace_s)

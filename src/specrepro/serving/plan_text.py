@@ -125,7 +125,7 @@ def warnings(campaign: Campaign) -> List[str]:
             if plan.server_args.get("disable_custom_all_reduce"):
                 continue
             for b, bench in plan.benchmarks.items():
-                conc = bench["gsm8k"]["parallel"] if bench["kind"] == "gsm8k" else bench["serving"]["max_concurrency"]
+                conc = plan.kind(b).cost_figures(plan.settings(b)).concurrency
                 if conc >= 16:
                     out.append(f"arm {plan.name}, benchmark {b}: EAGLE on ROCm at client concurrency {conc} can "
                                f"deadlock in aiter's custom all-reduce (sglang issue 29313); add "

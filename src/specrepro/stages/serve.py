@@ -46,35 +46,16 @@ def warmup_batches(plan: ArmPlan) -> List[Dict[str, Any]]:
 
     Shaped like the measured requests (prompt length, output length, sampling,
     concurrency), so graph capture, allocator growth and kernel autotuning of
-    that shape happen before the first measured window, not inside it.  GSM8K
-    warms on the few-shot prefix and the test set's last questions, which the
-    measured head of the set does not include.
+    that shape happen before the first measured window, not inside it.  Each
+    kind says what its requests look like (GSM8K warms on the few-shot prefix
+    and the test set's last questions, which the measured head of the set does
+    not include).
     """
-    from specrepro.gsm8k import STOP, few_shot_prefix, load_test_set, one_example
-
-    least = plan.serve["warmup_requests"]
     batches = []
-    for name, bench in plan.benchmarks.items():
-        if bench["kind"] == "gsm8k":
-            g = bench["gsm8k"]
-            n = max(least, g["parallel"])
-            items = load_test_set(plan.data[g["test_data"]], f"data.{g['test_data']}")
-            prefix = few_shot_prefix(items, g["num_shots"])
-            sampling = {"temperature": g["temperature"], "max_new_tokens": g["max_new_tokens"], "stop": STOP}
-            if g.get("top_k") is not None:
-                sampling["top_k"] = g["top_k"]
-            payloads = [{"text": prefix + one_example(item, False), "sampling_params": sampling}
-                        for item in items[-n:]]
-            concurrency = g["parallel"]
-        else:
-            s = bench["serving"]
-            n = max(least, s["max_concurrency"])
-            # about input_len tokens of text; the measured prompts are random too
-            payloads = [{"text": " ".join(f"warm{i}x{j}" for j in range(s["input_len"])),
-                         "sampling_params": {"max_new_tokens": s["output_len"], "temperature": 0, "ignore_eos": True}}
-                        for i in range(n)]
-            concurrency = s["max_concurrency"]
-        batches.append({"benchmark": name, "payloads": payloads, "concurrency": max(1, min(concurrency, n))})
+    for name in plan.benchmarks:
+        warm = plan.kind(name).warmup(plan.settings(name), plan.data, plan.serve["warmup_requests"])
+        n = len(warm.payloads)
+        batches.append({"benchmark": name, "payloads": warm.payloads, "concurrency": max(1, min(warm.concurrency, n))})
     return batches
 
 
@@ -111,45 +92,14 @@ def _run_client(server: Server, run: BenchRun, argv: List[str], out_dir: Path, l
                          f"see {out_dir / 'client.log'}:\n{tail}")
 
 
-def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict[str, Any]:
-    """One repeat: its window, its outputs, its accept length from three sources."""
-    from specrepro.bench_serving import parse_bench_serving
-    from specrepro.gsm8k import read_outputs
-
-    bench = server.plan.benchmarks[run.benchmark]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("bench_serving.jsonl", "questions.jsonl", "summary.json"):
-        # sglang appends; a stale line from a dead attempt must not count
-        (out_dir / stale).unlink(missing_ok=True)
-    argv = server.launcher.client_argv(server.ctx, run, str(out_dir), python=server.python)
-    before = metrics_snapshot(server)
-    start_offset = server.log_path.stat().st_size
-    started = time.time()
-    _run_client(server, run, argv, out_dir, log)
-    if bench["kind"] == "gsm8k":
-        result = read_outputs(out_dir)
-        records = result["records"]
-        summary = result["summary"]
-        metrics = {"accuracy": summary["accuracy"], "invalid_rate": summary["invalid_rate"],
-                   "output_throughput": summary["output_throughput"], "mean_tpot_ms": summary.get("mean_tpot_ms")}
-        requests_rows = [{"request": r["index"], "latency_s": r["latency_s"], "completion_tokens": r["completion_tokens"],
-                          "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"],
-                          "tpot_ms": r.get("tpot_ms"),
-                          "spec_num_correct_drafts": r.get("spec_num_correct_drafts"),
-                          "output": r["output"], "prompt_sha256": r["prompt_sha256"]}
-                         for r in records]
-    else:
-        parsed = parse_bench_serving(out_dir / "bench_serving.jsonl")
-        metrics = parsed["metrics"]
-        records = []
-        requests_rows = parsed["requests"]
-    time.sleep(server.plan.serve["log_settle_s"])
-    end_offset = server.log_path.stat().st_size
-    after = metrics_snapshot(server)
-    ended = time.time()
-
+def _accept_length_sources(server: Server, records: List[Dict[str, Any]], window: Dict[str, Any],
+                           metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """The window's accept length from three sources (decode log, meta_info, /metrics), their agreement and
+    consistency; sets metrics["accept_length"] and one metric per source."""
+    start_offset, end_offset = window["log_offsets"]
     decode = al.parse_decode_lines(al.read_window(server.log_path, start_offset, end_offset))
     d = effective_config.drafts_per_verify(server.effective)
+    before, after = window["metrics_before"], window["metrics_after"]
     counters = al.from_metrics(before, after, drafts_per_verify=d) if before or after else {}
     sources = {"decode_log": decode.accept_length,
                "meta_info": al.from_meta_info(records)["accept_length"] if records else None,
@@ -164,20 +114,50 @@ def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict
     metrics["accept_length"] = next((sources[k] for k in ("meta_info", "metrics", "decode_log") if sources[k] is not None), None)
     for k, v in sources.items():
         metrics[f"accept_length_{k}"] = v
+    return {"sources": sources, "agreement": agreement, "consistency": consistency, "decode": decode,
+            "counters": counters}
+
+
+def _measured_window(server: Server, run: BenchRun, argv: List[str], out_dir: Path, log: IO) -> Dict[str, Any]:
+    """Run the client once; its window: wall times, server-log byte offsets and /metrics before and after."""
+    before = metrics_snapshot(server)
+    start_offset = server.log_path.stat().st_size
+    started = time.time()
+    _run_client(server, run, argv, out_dir, log)
+    time.sleep(server.plan.serve["log_settle_s"])
+    end_offset = server.log_path.stat().st_size
+    after = metrics_snapshot(server)
+    return {"start": started, "end": time.time(), "log_offsets": [start_offset, end_offset],
+            "metrics_before": before, "metrics_after": after}
+
+
+def run_benchmark(server: Server, run: BenchRun, out_dir: Path, log: IO) -> Dict[str, Any]:
+    """One repeat: its window, its outputs (read by its kind), its accept length from three sources."""
+    kind, settings = server.plan.kind(run.benchmark), server.plan.settings(run.benchmark)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in kind.output_files:
+        # sglang appends; a stale line from a dead attempt must not count
+        (out_dir / stale).unlink(missing_ok=True)
+    argv = server.launcher.client_argv(server.ctx, run, str(out_dir), python=server.python)
+    window = _measured_window(server, run, argv, out_dir, log)
+    outputs = kind.read_outputs(settings, out_dir)
+    metrics, records = outputs.metrics, outputs.records
+    found = _accept_length_sources(server, records, window, metrics)
+    sources, agreement, consistency = found["sources"], found["agreement"], found["consistency"]
     run_record = {
         "arm": server.arm, "benchmark": run.benchmark, "repeat": run.repeat, "launch": run.launch,
-        "kind": bench["kind"],
+        "kind": kind.name,
         "key": server.plan.run_key(run.benchmark, server.image.get("image_id", "")),
         "server_launch": server.launch_id, "client_argv": argv,
-        "window": {"start": started, "end": ended, "log_offsets": [start_offset, end_offset]},
+        "window": {"start": window["start"], "end": window["end"], "log_offsets": window["log_offsets"]},
         "metrics": metrics,
-        "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": decode.as_dict(),
-                                  "metrics": counters},
+        "accept_length_sources": {"values": sources, "agreement": agreement, "decode_log": found["decode"].as_dict(),
+                                  "metrics": found["counters"]},
         "accept_length_consistency": consistency,
         # verify steps by drafts accepted, pooled over the run's requests (meta_info)
         "acceptance_histogram": al.pooled_histogram(records),
         "effective_config": {"launch_id": server.launch_id, "valid": server.effective.get("valid")},
-        "requests": requests_rows,
+        "requests": outputs.requests,
     }
     if not consistency["consistent"]:
         print(f"WARNING: accept length and accept rate disagree in {run.arm} {run.benchmark} r{run.repeat}: "

@@ -18,7 +18,7 @@ from typing import IO, Any, Dict, List, Optional
 
 from specrepro.util.errors import SpecreproError
 from specrepro.util.fileio import locked
-from specrepro.upstream.patching import detect_layout, sha256_file
+from specrepro.util.patching import detect_layout, sha256_file
 from specrepro.util.procs import run_logged
 
 
@@ -131,7 +131,7 @@ def patch_stage(source_manifest: Path, source_tree: Path, series_dir: Path, seri
                 manifest: Path, log: IO) -> Dict[str, Any]:
     """The patch stage: a copy of the pristine tree with the series applied (all or nothing), and its manifest."""
     from specrepro.util.fileio import write_json
-    from specrepro.upstream.patching import apply_series
+    from specrepro.util.patching import apply_series
     from specrepro.core.series import load_series, resolve_patches
 
     source = json.loads(Path(source_manifest).read_text())

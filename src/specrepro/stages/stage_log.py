@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Iterator, List
 
 from specrepro.util.errors import SpecreproError
-from specrepro.upstream.patching import PatchError
+from specrepro.util.patching import PatchError
 from specrepro.util.redaction import redact
 
 

@@ -308,7 +308,7 @@ def load_theory(model_dir: Path) -> Optional[Dict[str, Any]]:
 
 def toy_model_stage(toy: Dict[str, Any], num_steps: int, corpus: Dict[str, Any], log) -> Dict[str, Any]:
     """The DAG's toy_model job: the corpus the datasets stage resolved (verified again here), then the pair built."""
-    from specrepro.core.datasets import verify_file
+    from specrepro.util.datasets import verify_file
 
     path = verify_file(corpus, f"data.{toy['corpus']}")
     with open(path) as fh:

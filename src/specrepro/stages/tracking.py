@@ -369,7 +369,7 @@ class CampaignTracker:
                        "mlflow.parentRunId": arm_run, "run_key": record.get("key", ""),
                        "accept_length_sources_agree": str(agreement["agree"])},
                  timestamp_ms=end_ms)
-        for name in ("questions.jsonl", "bench_serving.jsonl", "run.json"):
+        for name in (*plan.kind(run.benchmark).output_files, "run.json"):
             if (plan.arm_dir / run.stem / name).is_file():
                 self.artifact(run_id, plan.arm_dir / run.stem / name, "outputs")
         self.finish(run_id, end_time_ms=end_ms)

@@ -1,1 +1,1 @@
-"""sglang as pinned: patches applied to its tree all or nothing, the server flags its release accepts (read from its own source) and the venv that runs its code on this host.  Imports util only."""
+"""sglang as pinned: the server flags its release accepts (read from its own source; the flags specrepro owns in one table) and the venv that runs its code on this host.  Imports util only."""

@@ -1,1 +1,1 @@
-"""Leaf utilities every layer may use: errors that name what to fix, atomic writes and locks, logged subprocesses, secret redaction, the report as data.  They import nothing else of specrepro but each other."""
+"""Leaf utilities every layer may use: errors that name what to fix, atomic writes and locks, logged subprocesses, secret redaction, a patch series applied all or nothing (standalone: copied into images), the data files a campaign reads (fetched once and verified), metric names, the report as data.  They import nothing else of specrepro but each other."""

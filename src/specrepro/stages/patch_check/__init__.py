@@ -20,7 +20,7 @@ from typing import IO, Any, Dict, List, Optional
 
 from specrepro.util.errors import SpecreproError
 from specrepro.util.fileio import locked, write_json, write_text_atomic
-from specrepro.upstream.patching import sha256_file
+from specrepro.util.patching import sha256_file
 from specrepro.util.procs import run_logged
 from specrepro.core.series import checks_of, load_series, run_judge
 from specrepro.upstream.sglang_env import ensure_env
@@ -239,7 +239,7 @@ def verdict_key(series_dir: Path, sglang: Dict[str, Any], source_manifest: Dict[
     (its archive or commit), the patches as applied, the check env, the pinned sglang, and the code that checks
     (this package's patch_check, patching and series modules, the Python that runs the judges)."""
     from specrepro.core import series
-    from specrepro.upstream import patching
+    from specrepro.util import patching
     from specrepro.util import procs
 
     code = hashlib.sha256()

@@ -6,6 +6,9 @@ with "Question: q\\nAnswer: a\\n\\n" per shot; stop at "Question",
 "Assistant:", "<|separator|>"; the answer is the last integer of the output
 (commas dropped); no integer is INVALID.  Requests go to sglang's native
 `/generate`, `parallel` at a time, and every question's record is kept.
+
+The kind `gsm8k` (settings block `gsm8k:`): its client is `specrepro gsm8k` on the host (plain HTTP), its accept
+length comes from every question's meta_info.
 """
 
 from __future__ import annotations
@@ -16,15 +19,31 @@ import json
 import re
 import time
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import requests
 
+from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
+                                       KindOutputs, Warmup)
 from specrepro.util.fileio import write_json, write_text_atomic
 
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
+
+
+@dataclass
+class Gsm8kSettings:
+    num_questions: int = 200
+    num_shots: int = 5
+    temperature: float = 0.0
+    # None: sglang's default (the whole vocabulary); set it for a sampled workload.
+    top_k: Optional[int] = None
+    max_new_tokens: int = 512
+    parallel: int = 8
+    # The test set: the name of a `data` entry.
+    test_data: str = "gsm8k"
 
 
 def answer_value(text: str) -> int:
@@ -50,7 +69,7 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
 
 def load_test_set(data: Dict[str, Any], key: str = "data.gsm8k") -> List[Dict[str, str]]:
     """The test file at its configured path, held to its sha256 (the datasets stage fetched and verified it)."""
-    from specrepro.core.datasets import verify_file
+    from specrepro.util.datasets import verify_file
 
     with open(verify_file(data, key)) as fh:
         return [json.loads(line) for line in fh if line.strip()]
@@ -73,9 +92,7 @@ def run_gsm8k(base_url: str, settings: Dict[str, Any], items: List[Dict[str, str
     """Ask every question; return the per-question records and the summary."""
     prefix = few_shot_prefix(items, settings["num_shots"])
     questions = items[: settings["num_questions"]]
-    sampling = {"temperature": settings["temperature"], "max_new_tokens": settings["max_new_tokens"], "stop": STOP}
-    if settings.get("top_k") is not None:
-        sampling["top_k"] = settings["top_k"]
+    sampling = sampling_params(settings)
     session = requests.Session()
     adapter = requests.adapters.HTTPAdapter(pool_connections=settings["parallel"], pool_maxsize=settings["parallel"])
     session.mount("http://", adapter)
@@ -157,8 +174,6 @@ def write_outputs(result: Dict[str, Any], output_dir: Path) -> None:
 
 def read_outputs(output_dir: Path) -> Dict[str, Any]:
     """What `write_outputs` wrote (the client ran as its own process)."""
-    from specrepro.bench_serving import BenchOutputError
-
     try:
         records = [json.loads(line) for line in (output_dir / "questions.jsonl").read_text().splitlines() if line]
         summary = json.loads((output_dir / "summary.json").read_text())
@@ -167,15 +182,76 @@ def read_outputs(output_dir: Path) -> Dict[str, Any]:
     return {"records": records, "summary": summary}
 
 
-def cli(args, cfg: Optional[Dict[str, Any]] = None) -> int:
-    """`specrepro gsm8k`: one repeat against a running server."""
-    from specrepro.core.config import load_resolved
+def sampling_params(settings: Mapping[str, Any]) -> Dict[str, Any]:
+    sampling = {"temperature": settings["temperature"], "max_new_tokens": settings["max_new_tokens"], "stop": STOP}
+    if settings.get("top_k") is not None:
+        sampling["top_k"] = settings["top_k"]
+    return sampling
 
-    cfg = cfg or load_resolved(Path(args.config))
-    settings = cfg["benchmarks"][args.benchmark]["gsm8k"]
-    items = load_test_set(cfg["data"][settings["test_data"]], f"data.{settings['test_data']}")
-    result = run_gsm8k(args.base_url.rstrip("/"), settings, items, cfg["serve"]["request_timeout_s"])
-    write_outputs(result, Path(args.output_dir))
-    s = result["summary"]
-    print(f"Accuracy: {s['accuracy']:.3f}\nInvalid: {s['invalid_rate']:.3f}\nLatency: {s['latency_s']:.3f} s")
-    return 0
+
+class Gsm8k(BenchmarkKind):
+    name = "gsm8k"
+    block = "gsm8k"
+    settings_class = Gsm8kSettings
+    title = "GSM8K-style benchmarks"
+    order = 0
+    record_metrics = ("accuracy", "invalid_rate", "output_throughput", "mean_tpot_ms")
+    positive = ("num_questions", "max_new_tokens", "parallel")
+    client_settings = ("num_questions", "num_shots", "temperature", "top_k", "max_new_tokens", "parallel")
+    output_files = ("questions.jsonl", "summary.json")
+
+    def problems(self, key: str, settings: Mapping[str, Any]) -> List[str]:
+        problems = super().problems(key, settings)
+        if settings["num_shots"] < 0:
+            problems.append(f"{key}.gsm8k.num_shots: must be >= 0")
+        if settings["temperature"] < 0:
+            problems.append(f"{key}.gsm8k.temperature: must be >= 0")
+        return problems
+
+    def data_entries(self, settings: Mapping[str, Any]) -> List[Tuple[str, str]]:
+        return [("gsm8k.test_data", settings["test_data"])]
+
+    def cost_figures(self, settings: Mapping[str, Any]) -> CostFigures:
+        return CostFigures(settings["num_questions"], settings["max_new_tokens"], settings["parallel"])
+
+    def warmup(self, settings: Mapping[str, Any], data: Mapping[str, Any], least: int) -> Warmup:
+        """The few-shot prefix and the test set's last questions, which the measured head of the set does not
+        include."""
+        n = max(least, settings["parallel"])
+        items = load_test_set(data[settings["test_data"]], f"data.{settings['test_data']}")
+        prefix = few_shot_prefix(items, settings["num_shots"])
+        sampling = sampling_params(settings)
+        payloads = [{"text": prefix + one_example(item, False), "sampling_params": sampling} for item in items[-n:]]
+        return Warmup(payloads, settings["parallel"])
+
+    def client_step(self, settings: Mapping[str, Any], call: ClientCall) -> ClientStep:
+        return ClientStep([
+            call.host_python, "-m", "specrepro.cli", "gsm8k", "--base-url", call.base_url, "--benchmark",
+            call.benchmark, "--repeat", str(call.repeat), "--output-dir", call.out_dir, "--config",
+            call.resolved_config,
+        ], beside_server=False)
+
+    def read_outputs(self, settings: Mapping[str, Any], out_dir: Path) -> KindOutputs:
+        result = read_outputs(out_dir)
+        records, summary = result["records"], result["summary"]
+        metrics = {"accuracy": summary["accuracy"], "invalid_rate": summary["invalid_rate"],
+                   "output_throughput": summary["output_throughput"], "mean_tpot_ms": summary.get("mean_tpot_ms")}
+        rows = [{"request": r["index"], "latency_s": r["latency_s"], "completion_tokens": r["completion_tokens"],
+                 "correct": r["correct"], "invalid": r["invalid"], "spec_verify_ct": r["spec_verify_ct"],
+                 "tpot_ms": r.get("tpot_ms"), "spec_num_correct_drafts": r.get("spec_num_correct_drafts"),
+                 "output": r["output"], "prompt_sha256": r["prompt_sha256"]}
+                for r in records]
+        return KindOutputs(metrics, records, rows)
+
+    def greedy(self, settings: Mapping[str, Any]) -> bool:
+        return settings.get("temperature") == 0
+
+    def questions(self, settings: Mapping[str, Any]) -> Optional[int]:
+        return settings["num_questions"]
+
+    def workload(self, settings: Mapping[str, Any]) -> str:
+        return (f"GSM8K {settings['num_questions']} questions, {settings['num_shots']}-shot, "
+                f"<= {settings['max_new_tokens']} new tokens, T {settings['temperature']:g}")
+
+
+KIND = Gsm8k()

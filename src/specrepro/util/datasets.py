@@ -25,16 +25,11 @@ import requests
 
 from specrepro.util.errors import SpecreproError
 from specrepro.util.fileio import write_json
-from specrepro.upstream.patching import sha256_file
+from specrepro.util.patching import sha256_file
 
 
 class DatasetError(SpecreproError, RuntimeError):
     """A client dataset is missing, cannot be fetched, or is not the file it should be."""
-
-
-def needs_sharegpt(serving: Dict[str, Any]) -> bool:
-    """Whether sglang's client would fetch ShareGPT for these settings (random-ids draws token ids itself)."""
-    return serving["dataset_name"] in ("random", "sharegpt") and not serving.get("dataset_path")
 
 
 def _download(url: str, dest: Path, log: IO) -> None:
