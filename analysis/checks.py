@@ -20,9 +20,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pandas as pd
 
-from specrepro.analysis import stats
+from specrepro.analysis import noise, stats
 from specrepro.util.metric_names import base_metric, category_metric, category_of, has, lookup
 from specrepro.benchmarks import questions as questions_of
+from specrepro.core.theory import category_predictions, predict
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "REPRODUCED", "NOT REPRODUCED", "INCONCLUSIVE"
 # Characters of each differing output kept in the report, around the first divergence.
@@ -216,7 +217,6 @@ def decidability(claims: List[Dict[str, Any]], benchmarks: Dict[str, Dict[str, A
     launch per arm, the between-launch prior; the two arms' variances combine with Welch's degrees of
     freedom; a proportion adds the question sample's binomial error (n = distinct questions).
     """
-    from specrepro.analysis import noise
 
     out = []
     for claim in claims:
@@ -278,7 +278,6 @@ def theory_check(runs: pd.DataFrame, requests: Optional[pd.DataFrame],
     (meta_info spec_verify_ct) give the prediction's sampling error and, where a request's first proposal follows
     another rule, the weight of its first step.
     """
-    from specrepro.core.theory import category_predictions
 
     accept = runs[runs["metric"].map(base_metric) == "accept_length"]
     measured = accept.groupby(["arm", "benchmark", "metric"])["value"].mean()
@@ -299,7 +298,6 @@ def _theory_row(arm: str, bench: str, metric: str, value: float, model: Dict[str
     """One measured accept length beside theory's prediction and band; per category, the verify steps of that
     category's requests where the requests table says which category a request is in, else only the benchmark's
     steps per request (to weigh a first step) and no sampling error of its own (the band keeps its tolerance)."""
-    from specrepro.core.theory import predict
 
     total = per_request = None
     if requests is not None and "spec_verify_ct" in requests.columns:

@@ -16,6 +16,8 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 from specrepro.util.metric_names import base_metric, category_metric, has, lookup
+from specrepro.analysis.claims import ClaimsError, campaign_claims
+from specrepro.core.campaign import Campaign
 
 NOT_TESTABLE = "NOT TESTABLE HERE"
 # The unit each metric is measured in, as the tables print it.
@@ -346,8 +348,6 @@ def views(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str,
 
 def claim_definitions(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
     """Each claim as its file writes it (analysis.json leaves out some keys: a restored gap's `from`)."""
-    from specrepro.analysis.claims import ClaimsError, campaign_claims
-    from specrepro.core.campaign import Campaign
 
     path = Campaign(cfg).claims_path
     if not path:

@@ -36,6 +36,8 @@ import yaml
 
 from specrepro.util.metric_names import CATEGORY, category_metric, split_category_metric
 from specrepro.benchmarks import greedy as greedy_benchmark, kinds
+from specrepro.core.config import CONF_DIR, ConfigError
+from specrepro.core.sweep import claims_per_level
 
 EXPECTATIONS = ("decrease", "increase", "equal", "not_below", "restores", "zero", "outputs_unchanged")
 ACCEPT_LENGTH_METRICS = ("accept_length", "accept_length_decode_log", "accept_length_meta_info",
@@ -192,8 +194,6 @@ def metric_problems(claim: Dict[str, Any], where: str, bench: str, kind: str,
 def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
     """The claims file against this experiment's arms, benchmarks and metrics (skipped claims aside); every entry
     point holds a composed config to it before anything runs."""
-    from specrepro.core.config import CONF_DIR
-    from specrepro.core.sweep import claims_per_level
 
     exp = cfg["experiment"]
     if not exp.get("claims"):
@@ -221,7 +221,6 @@ def campaign_claim_problems(cfg: Dict[str, Any]) -> List[str]:
 
 def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The composed config, its claims file held to it: a ConfigError naming the file, claim and key."""
-    from specrepro.core.config import ConfigError
 
     problems = campaign_claim_problems(cfg)
     if problems:
@@ -231,7 +230,6 @@ def check_campaign_claims(cfg: Dict[str, Any]) -> Dict[str, Any]:
 
 def campaign_claims(cfg: Dict[str, Any], claims_path: str) -> List[Dict[str, Any]]:
     """The claims judged: the file's, less experiment.skip_claims, each swept one once per level."""
-    from specrepro.core.sweep import claims_per_level
 
     skip = set(cfg["experiment"].get("skip_claims") or [])
     return [with_category(c) for c in

@@ -10,6 +10,7 @@ from specrepro.analysis.checks import decidability
 from specrepro.analysis.claims import campaign_claims
 from specrepro.core.campaign import Campaign
 from specrepro.core.cost import repeats_of
+from specrepro.analysis.sequential_plan import format_plan, plan_from_config
 
 
 def decidability_of(campaign: Campaign) -> List[Dict[str, Any]]:
@@ -53,7 +54,6 @@ def describe_sequential(campaign: Campaign, n_sim: int = PLAN_SIMULATIONS) -> Li
     """A sequential design's boundaries and GPU-hours: the minimum, the maximum and the figure expected under the
     effects the published table gives (and experiment.planning_assumptions), beside the fixed design of the same
     power (specrepro.analysis.sequential_plan, by simulation through the decision rule itself)."""
-    from specrepro.analysis.sequential_plan import format_plan, plan_from_config
 
     if not campaign.policy:
         return []

@@ -12,6 +12,7 @@ import numpy as np
 
 from specrepro.util.document import Figure
 from specrepro.analysis.stats import per_token_latencies
+from specrepro.analysis.sweep import factor_columns, metric_by_level, pareto_front
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -135,7 +136,6 @@ FACTOR_METRICS = ("accept_length", "mean_tpot_ms")
 def factor_plots(runs) -> List[Figure]:
     """Per swept factor, base benchmark and metric, the metric against the factor's levels, one line
     per arm with its 95% interval over repeats."""
-    from specrepro.analysis.sweep import factor_columns, metric_by_level
 
     out = []
     for col in factor_columns(runs):
@@ -161,7 +161,6 @@ def factor_plots(runs) -> List[Figure]:
 def pareto_plots(runs) -> List[Figure]:
     """Per base benchmark, output throughput against mean TPOT, one point per cell, one line per arm
     (in the order of its cells), each arm's Pareto front (lower TPOT, higher throughput) marked."""
-    from specrepro.analysis.sweep import factor_columns, pareto_front
 
     if not factor_columns(runs):
         return []

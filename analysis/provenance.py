@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from specrepro.benchmarks import kind_of
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import ConfigError, compose, config_hash
 
 
 def git_commit() -> str:
@@ -85,7 +87,6 @@ def reference_setup(cfg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     name = cfg["experiment"].get("reference_experiment")
     if not name:
         return None
-    from specrepro.core.config import ConfigError, compose
 
     try:
         return {"experiment": name, **setup_of(compose([f"experiment={name}"]))}
@@ -102,8 +103,6 @@ def read_json(path: Path) -> Optional[Dict[str, Any]]:
 
 def provenance_record(cfg: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """Everything the provenance block shows, read from the campaign's own files and this host."""
-    from specrepro.core.campaign import Campaign
-    from specrepro.core.config import config_hash
 
     layout = Campaign(cfg).layout
     ref = cfg["sglang"]["git_ref"]

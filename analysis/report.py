@@ -13,12 +13,31 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from specrepro.analysis.claims import unjudged_metrics
+from specrepro.analysis.claims import benchmark_categories, load_claims, unjudged_metrics
 from specrepro.util.metric_names import has, split_category_metric
 from specrepro.benchmarks import greedy as greedy_benchmark, kind_of, kinds, questions as questions_of
-from specrepro.analysis.provenance import git_commit
-from specrepro.util.document import (Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section,
-                                         to_html, to_markdown, verdict_cell, verdict_class, yes_no)
+from specrepro.analysis.provenance import code_lines, git_commit, provenance_record, table
+from specrepro.util.document import (
+    Bullets, Cell, Code, Details, Figure, Section, Table, Text, md_section, to_html, to_markdown, verdict_cell,
+    verdict_class, yes_no)
+from specrepro.analysis.analyze import analyze
+from specrepro.analysis.categories import categorized_benchmarks, category_table, interval_text
+from specrepro.analysis.claim_view import identical_commands, launches_of, views
+from specrepro.analysis.plots import (
+    acceptance_histograms, bars_with_ci, factor_plots, pareto_plots, theory_plot, tpot_distributions)
+from specrepro.analysis.sequential import apply_to_analysis, decided_row
+from specrepro.analysis.sequential_round import final_decision
+from specrepro.analysis.sweep import factor_columns, level_label, level_tables, per_level
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import PROJECT_ROOT, check_resolved, config_hash, theory_entries
+from specrepro.core.series import load_series, series_folder
+from specrepro.core.sweep import claims_per_level, factors_of
+from specrepro.core.theory import predictions
+from specrepro.measure.effective_config import invalid_arms
+from specrepro.serving.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
+from specrepro.stages.gpu_check import verdict_section as gpu_section
+from specrepro.stages.patch_check import verdict_section as cpu_section
+from specrepro.stages.toy_model import acceptance as toy_acceptance
 
 GPU_STATEMENT = (
     "What needs a GPU: the image build on the GPU platform, the GPU checks the patch series declare (run by "
@@ -36,8 +55,6 @@ def table_head(*cells: str) -> List[str]:
 
 def verdict_sections(verdicts: List[Path]) -> List[Section]:
     """The patch_check and gpu_check verdicts, each from its JSON record (a gpu_check verdict names its arm)."""
-    from specrepro.stages.gpu_check import verdict_section as gpu_section
-    from specrepro.stages.patch_check import verdict_section as cpu_section
 
     out = []
     for path in verdicts:
@@ -127,7 +144,6 @@ def headline_sections(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool
     """One table per benchmark the campaign ran (a sweep's cells are in "Across factors"), grouped by kind: every
     cell mean ± 95% CI, the published figure beside it where the experiment gives one; with `plots`, each table's
     bars beside it."""
-    from specrepro.analysis.plots import bars_with_ci
 
     summary = {(s["arm"], s["benchmark"], s["metric"]): s for s in analysis["summary"]}
     ref = cfg["experiment"].get("reference") or {} if reference_applies(cfg) else {}
@@ -275,7 +291,6 @@ def claim_noise(c: Dict[str, Any]) -> str:
 def claim_summary_rows(analysis: Dict[str, Any], noise: bool = True) -> List[List[Any]]:
     """One row per claim: verdict, the claim, effect and interval, where the noise came from.  A claim judged at
     every level of a sweep is one row: its verdict where it is the same at every level, its per-level summary."""
-    from specrepro.analysis.sweep import per_level
 
     swept = {e["id"]: e for e in per_level(analysis["claims"])}
     rows, seen = [], set()
@@ -321,7 +336,6 @@ def verdict_rows(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Di
                  run_records: Dict[str, Dict[str, Dict[str, Any]]], requests=None) -> List[List[Any]]:
     """One row per claim: its shown verdict, the claim, the PR's figure and ours in the metric's units, and what the
     verdict asks of the data.  A claim judged at every level of a sweep is one row (claim_summary_rows)."""
-    from specrepro.analysis.claim_view import views
 
     by_id = {v["id"]: v for v in views(cfg, analysis, records, run_records, requests)}
     swept = {r[1]: r for r in claim_summary_rows(analysis, noise=False)}
@@ -380,7 +394,6 @@ def accuracy_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[
 
 def theory_section(cfg: Dict[str, Any], analysis: Dict[str, Any], plots: bool = False) -> Optional[Section]:
     """Measured accept length beside what theory predicts for each arm's draft rule (specrepro.core.theory)."""
-    from specrepro.analysis.plots import theory_plot
 
     # per category rows are the per-category table's (category_section)
     rows = [r for r in analysis.get("theory") or [] if r.get("category") is None]
@@ -422,7 +435,6 @@ def category_claims_cell(claims: List[Dict[str, Any]]) -> Any:
 def category_arm_cell(summary: Optional[Dict[str, Any]], theory: Optional[Dict[str, Any]], digits: int) -> Any:
     """One arm in one category: mean (95% CI), n; theory's prediction beside it where it computed one (nothing where
     it did not), flagged where the category's measurement falls outside theory's band."""
-    from specrepro.analysis.categories import interval_text
 
     text = interval_text(summary, digits)
     if not summary or theory is None:
@@ -455,8 +467,6 @@ def category_claim_rows(tables: List[Dict[str, Any]]) -> List[List[Any]]:
 def category_section(cfg: Dict[str, Any], analysis: Dict[str, Any]) -> Optional[Section]:
     """Accept length per category, for each benchmark whose runs carry it per category (SPEED-Bench): one table per
     benchmark (analysis.categories.category_table), then the claims per category with their verdicts."""
-    from specrepro.analysis.categories import categorized_benchmarks, category_table
-    from specrepro.analysis.claims import benchmark_categories
 
     benches = categorized_benchmarks(analysis.get("summary") or [])
     if not benches:
@@ -520,7 +530,6 @@ def stage_costs_section(results_dir: Path) -> Optional[Section]:
 
 def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Optional[Section]:
     """Measured facts per arm (from inside its image), and fingerprint differences against the baseline."""
-    from specrepro.serving.gpu_facts import FINGERPRINT_KEYS, fingerprint_differences
 
     if not arm_records:
         return None
@@ -557,7 +566,6 @@ def where_this_ran(cfg: Dict[str, Any], arm_records: List[Dict[str, Any]]) -> Op
 
 def changes_under_test(cfg: Dict[str, Any]) -> List[str]:
     """Each patch series the arms run, in its own words (patches/<series>/series.yaml), and which arms run it."""
-    from specrepro.core.series import load_series, series_folder
 
     lines = []
     for name in cfg["experiment"].get("patch_series") or {}:
@@ -640,7 +648,6 @@ def arm_checks_section(arm_records: List[Dict[str, Any]],
                             f", {v.get('inconsistent_lines')} of {v.get('lines')} lines off")
                          for k, v in c.items() if isinstance(v, dict) and v.get("checked") and not v.get("consistent")]
                 flagged.append(f"**{arm} {stem}: accept length and accept rate disagree** ({'; '.join(parts)})")
-    from specrepro.analysis.claim_view import identical_commands
 
     twins = identical_commands(arm_records)
     same = [f"{a} ran exactly {b}'s server command (argv, sglang tree, patches and environment alike)"
@@ -738,8 +745,6 @@ def output_agreement_section(analysis: Dict[str, Any], requests=None) -> Optiona
 
 
 def acceptance_section(analysis: Dict[str, Any], plots: bool = False) -> Optional[Section]:
-    from specrepro.analysis.plots import acceptance_histograms
-
     hists = analysis.get("acceptance_histograms") or []
     if not hists:
         return None
@@ -806,8 +811,6 @@ def commands_section(arm_records: List[Dict[str, Any]], run_records: Dict[str, D
     """Every server launch's command and every benchmark client's, as they ran (HTML only: long lines)."""
     import ast
 
-    from specrepro.analysis.claim_view import identical_commands, launches_of
-
     twins = identical_commands(arm_records)
     blocks: List[Any] = []
     for rec in arm_records:
@@ -859,7 +862,6 @@ def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
     decision = analysis.get("sequential")
     if not decision:
         return None
-    from specrepro.analysis.sequential import decided_row
 
     rows = []
     for c in decision["claims"]:
@@ -891,8 +893,6 @@ def sequential_section(analysis: Dict[str, Any]) -> Optional[Section]:
 
 def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, plots: bool = True) -> List[Section]:
     """Every section after the introduction, in the report's order (markdown and HTML alike)."""
-    from specrepro.analysis.claim_view import views
-    from specrepro.analysis.plots import tpot_distributions
 
     run_records = run_records_of(cfg, records)
     metrics = shown_metrics(cfg, analysis)
@@ -935,7 +935,6 @@ def report_sections(cfg, runs, requests, analysis, records, verdicts, skipped, p
 def lede(cfg: Dict[str, Any], recorded_hash: str = "") -> str:
     """The line under the title; `recorded_hash`: the config hash the report stage recorded (a configuration read
     back with its paths replaced hashes differently)."""
-    from specrepro.core.config import config_hash
 
     toy = " (a toy model)" if cfg["model"].get("toy") else ""
     gpu = " (a CPU, no GPU)" if cfg["platform"].get("accelerator") == "none" else ""
@@ -959,14 +958,12 @@ def reproduce_command(cfg: Dict[str, Any]) -> str:
 
 def provenance_of(cfg: Dict[str, Any], analysis: Dict[str, Any], records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The provenance the report stage recorded (analysis.json), else taken now (an older recording)."""
-    from specrepro.analysis.provenance import provenance_record
 
     return analysis.get("provenance") or provenance_record(cfg, records)
 
 
 def provenance_blocks(cfg: Dict[str, Any], prov: Dict[str, Any]) -> List[Any]:
     """The provenance block: what ran beside the PR's setup, then the code's hashes."""
-    from specrepro.analysis.provenance import code_lines, table
 
     header, rows = table(prov, "the PR")
     return [Table(["What ran", *header[1:]], rows), Text(["; ".join(code_lines(prov)) + "."])]
@@ -1003,19 +1000,10 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
     (which would ignore that the data were looked at after each round)."""
     import pandas as pd
 
-    from specrepro.analysis.analyze import analyze
-    from specrepro.analysis.claims import load_claims
-    from specrepro.measure.effective_config import invalid_arms
-
     records = [json.loads(Path(p).read_text()) for p in arm_records]
     runs = pd.read_csv(runs_csv)
     requests = pd.read_parquet(requests_parquet) if Path(requests_parquet).is_file() else None
     acceptance = pd.read_csv(acceptance_csv) if acceptance_csv and Path(acceptance_csv).is_file() else None
-    from specrepro.core.campaign import Campaign
-    from specrepro.core.config import theory_entries
-    from specrepro.core.sweep import claims_per_level
-    from specrepro.core.theory import predictions
-    from specrepro.stages.toy_model import acceptance as toy_acceptance
 
     skipped = set(cfg["experiment"].get("skip_claims") or [])
     claims = claims_per_level([c for c in load_claims(claims_path) if c["id"] not in skipped], cfg)
@@ -1030,10 +1018,8 @@ def campaign_report(cfg, runs_csv: Path, requests_parquet: Path, verdicts: List[
                                           lambda t: toy_acceptance(Path(toy["dir"]), t)) if cfg["experiment"].get("theory")
                        else None, settings=cfg.get("analysis"))
     if sequential_decision is not None:
-        from specrepro.analysis.sequential import apply_to_analysis
 
         analysis = apply_to_analysis(analysis, json.loads(Path(sequential_decision).read_text()))
-    from specrepro.analysis.provenance import provenance_record
 
     analysis["provenance"] = provenance_record(cfg, records)
     analysis_json.parent.mkdir(parents=True, exist_ok=True)
@@ -1050,9 +1036,6 @@ def render_results(results: Path, out: Path, recorded: bool = False) -> None:
 
     import yaml
 
-    from specrepro.core.campaign import Campaign
-    from specrepro.core.config import PROJECT_ROOT, check_resolved
-
     results = Path(results)
     raw = yaml.safe_load((results / "resolved_config.yaml").read_text())
     raw["results_dir"] = str(results.resolve())
@@ -1067,7 +1050,6 @@ def render_results(results: Path, out: Path, recorded: bool = False) -> None:
     tables = results / "tables"
     out.mkdir(parents=True, exist_ok=True)
     if not recorded:
-        from specrepro.analysis.sequential_round import final_decision
 
         campaign_report(cfg, tables / "runs.csv", tables / "requests.parquet", verdicts, campaign.claims_path or None,
                         out / "report.md", out / "report.html", out / "analysis.json", arm_records=records,
@@ -1144,8 +1126,6 @@ def caption_template(figures: List[Figure]) -> str:
 
 
 def sweep_figures(runs) -> List[Figure]:
-    from specrepro.analysis.plots import factor_plots, pareto_plots
-
     return factor_plots(runs) + pareto_plots(runs) if "base_arm" in runs.columns else []
 
 
@@ -1153,8 +1133,6 @@ def sweep_section(cfg: Dict[str, Any], runs, analysis: Dict[str, Any], plots: bo
     """Per claim asked across factors: a one-line summary and its verdict at each level; then the headline
     metrics per level and arm, each table beside its plot (accept length and TPOT by level, throughput against
     TPOT)."""
-    from specrepro.analysis.sweep import factor_columns, level_label, level_tables, per_level
-    from specrepro.core.sweep import factors_of
 
     factors = factors_of(cfg)
     blocks: List[Any] = [Text([

@@ -20,10 +20,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from scipy import special
 
-from specrepro.analysis import noise
+from specrepro.analysis import noise, stats
 from specrepro.util.metric_names import base_metric, lookup
-from specrepro.analysis.sequential import (CONTRA, INCONC, OPEN, REPRO, SEQUENTIAL_KINDS, VERDICT_OF, Policy,
-                                           arms_of, boundary_table, claim_tests, nominal_levels, rule_step)
+from specrepro.analysis.sequential import (
+    CONTRA, INCONC, OPEN, Policy, REPRO, SEQUENTIAL_KINDS, VERDICT_OF, arms_of, boundary_table, claim_tests,
+    nominal_levels, rule_step)
+from specrepro.analysis.analyze import DEFAULT_SETTINGS
+from specrepro.core.cost import run_cost
 
 BINOMIAL_METRICS = ("accuracy", "invalid_rate")
 Key = Tuple[str, str, str]  # (arm, benchmark, metric)
@@ -335,7 +338,6 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
     that every claim with a stated effect gets the verdict that effect earns with unlimited launches.  A claim whose
     arms lack a stated mean is not simulated: it holds its arms to max (listed under `unplanned`).
     """
-    from specrepro.analysis.analyze import DEFAULT_SETTINGS
 
     settings = {**DEFAULT_SETTINGS, **(settings or {})}
     policy = Policy.parse(policy)
@@ -383,7 +385,6 @@ def plan_design(claims: List[Dict[str, Any]], truth: Mapping[Key, float],
 def launch_gpu_hours(cfg: Mapping[str, Any]) -> Dict[str, float]:
     """GPU-hours of one launch of each arm, by `campaign_cost`'s model: serve.expected_load_s plus each of its
     benchmarks' repeats at run_cost's seconds, times model.gpus."""
-    from specrepro.core.cost import run_cost
 
     exp, serve = cfg["experiment"], cfg["serve"]
     gpus = int(cfg["model"]["gpus"])
@@ -416,7 +417,6 @@ def noise_from_settings(claims: List[Dict[str, Any]], settings: Mapping[str, Any
                         ) -> Dict[Tuple[str, str], Tuple[float, float]]:
     """(benchmark, metric) -> (between-launch CV: the prior, within-launch CV: the published repeats', else the
     fallback, else 0), as `plan`'s decidability reads them."""
-    from specrepro.analysis import stats
 
     out = {}
     for c in claims:

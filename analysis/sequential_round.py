@@ -16,11 +16,17 @@ from specrepro.analysis.analyze import INCONCLUSIVE
 from specrepro.analysis.sequential import decide_sequential, next_round_gpu_hours
 from specrepro.analysis.sequential_plan import launch_gpu_hours
 from specrepro.benchmarks import questions as questions_of
+from specrepro.analysis.claims import campaign_claims, unjudged_metrics
+from specrepro.core.arm_plan import arm_plans
+from specrepro.core.rounds import policy_of
+from specrepro.measure import effective_config
+from specrepro.measure.effective_config import invalid_arms
+from specrepro.stages.collect import run_tables
+from specrepro.util.fileio import write_json
 
 
 def launch_validity(plan, launch_records: List[Dict[str, Any]]) -> Dict[str, Any]:
     """The arm's validity over its launches so far, as its arm record will state it (effective_config)."""
-    from specrepro.measure import effective_config
 
     ids = sorted({i for r in launch_records for i in r.get("launch_ids") or []})
     checks = [effective_config.read_check(plan.arm_dir / "effective_config" / f"{i}.json", i) for i in ids]
@@ -46,12 +52,6 @@ def spent_gpu_hours(plans, launch_records: List[Dict[str, Any]]) -> float:
 def decide_round(cfg: Dict[str, Any], round_no: int, launch_records: List[Path], claims_path: Optional[str],
                  output: Path, log: IO) -> Dict[str, Any]:
     """Round `round_no`'s decision from every launch record so far; written to `output`."""
-    from specrepro.analysis.claims import campaign_claims, unjudged_metrics
-    from specrepro.core.arm_plan import arm_plans
-    from specrepro.stages.collect import run_tables
-    from specrepro.measure.effective_config import invalid_arms
-    from specrepro.util.fileio import write_json
-    from specrepro.core.rounds import policy_of
 
     exp = cfg["experiment"]
     policy = policy_of(exp["launches"])

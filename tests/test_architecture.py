@@ -175,3 +175,13 @@ def test_the_import_check_finds_an_unexplained_deferred_import():
     source = ("def f():\n    from specrepro.core import config\n\n\n"
               "def g():\n    # deferred: MLflow is heavy\n    from specrepro.stages import tracking\n")
     assert deferred_imports(source) == [(2, "from specrepro.core import config")]
+
+
+def test_the_entry_point_loads_no_heavy_library_until_a_command_asks():
+    """Why cli.py's imports are deferred: importing it (what `plan` and `--help` pay first) loads none of them."""
+    code = ("import sys, specrepro.cli; print(sorted(m for m in ('mlflow', 'pandas', 'scipy', 'snakemake', "
+            "'matplotlib', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

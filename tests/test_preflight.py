@@ -148,15 +148,16 @@ def test_a_check_failed_while_the_model_loaded_stops_the_server_before_any_measu
     if first == "the_server":
         import time
 
-        import specrepro.stages.preflight as preflight_module
+        import specrepro.stages.serve as serve_module
 
-        real = preflight_module.in_image_checks
+        # where the measuring job calls it from
+        real = serve_module.in_image_checks
 
         def slow_in_image_checks(*args, **kwargs):
             time.sleep(3)  # the stand-in exits within about a second of its start
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(preflight_module, "in_image_checks", slow_in_image_checks)
+        monkeypatch.setattr(serve_module, "in_image_checks", slow_in_image_checks)
     cfg = campaign_cfg(tmp_path, "model.server_args.model_path=/nonexistent/model")
     image = tmp_path / "image.json"
     image.write_text(json.dumps(image_of(release_tree)))

@@ -12,6 +12,10 @@ from typing import List, Optional, Sequence
 
 from specrepro.core.config import PROJECT_ROOT, ConfigError, compose, dump_resolved
 
+# Each command imports what it runs inside its own function (the one module whose imports are deferred, a choice
+# tests/test_architecture.py holds to): `specrepro plan` and `--help` load neither MLflow, pandas, scipy nor
+# Snakemake's API; only hydra, which composing the config needs anyway.
+
 # The Snakemake target that holds every stage a machine without a GPU can run.
 CPU_TARGET = "cpu_stages"
 

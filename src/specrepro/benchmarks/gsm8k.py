@@ -25,9 +25,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import requests
 
-from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
-                                       KindOutputs, Warmup)
+from specrepro.benchmarks.base import (
+    BenchOutputError, BenchmarkKind, ClientCall, ClientStep, CostFigures, KindOutputs, Warmup)
 from specrepro.util.fileio import write_json, write_text_atomic
+from specrepro.util.datasets import verify_file
 
 INVALID = -9999999
 STOP = ["Question", "Assistant:", "<|separator|>"]
@@ -69,7 +70,6 @@ def few_shot_prefix(items: List[Dict[str, str]], k: int) -> str:
 
 def load_test_set(data: Dict[str, Any], key: str = "data.gsm8k") -> List[Dict[str, str]]:
     """The test file at its configured path, held to its sha256 (the datasets stage fetched and verified it)."""
-    from specrepro.util.datasets import verify_file
 
     with open(verify_file(data, key)) as fh:
         return [json.loads(line) for line in fh if line.strip()]

@@ -23,6 +23,8 @@ from specrepro.core.cost import repeats_of
 from specrepro.core.layout import Layout
 from specrepro.core.rounds import max_launches
 from specrepro.upstream.sglang_flags import load_table, owned_argv, render_flags, requested_fields
+from specrepro.core.series import content_key, load_series, series_folder
+from specrepro.upstream.sglang_env import env_dir
 
 SERVER_MODULE = "sglang.launch_server"
 # serve settings that decide nothing a server measures (timeouts, plan's cost figures)
@@ -175,7 +177,6 @@ def serving_python(cfg: Dict[str, Any]) -> str:
     """The Python that serves and runs the clients: the platform's, or the venv the pipeline builds for it."""
     plat = cfg["platform"]
     if plat.get("python_env"):
-        from specrepro.upstream.sglang_env import env_dir
 
         return str(env_dir(Path(cfg["cache_dir"]), Path(cfg["project_root"]) / "requirements" / plat["python_env"])
                    / "bin" / "python")
@@ -195,9 +196,6 @@ def arm_runs(name: str, benchmarks: List[str], cfg: Dict[str, Any]) -> List[Benc
 
 
 def build_arm_plan(cfg: Dict[str, Any], name: str, table=None) -> ArmPlan:
-
-    from specrepro.core.series import content_key, load_series, series_folder
-
     arm = cfg["experiment"]["arms"][name]
     table = table or load_table(cfg["sglang"]["version"], Path(cfg["cache_dir"]))
     series = arm.get("patch_series")

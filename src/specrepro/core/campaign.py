@@ -16,6 +16,9 @@ from typing import Any, Dict, List, Optional
 from specrepro.core.arm_plan import ArmPlan, arm_plans
 from specrepro.core.layout import Layout
 from specrepro.core.rounds import Policy, interleaved, max_launches, policy_of
+from specrepro.core.config import config_hash, data_sources
+from specrepro.core.series import check_files, checks_of, load_series, local_files, series_folder
+from specrepro.core.sweep import resolve_arm
 
 
 class Campaign:
@@ -65,33 +68,26 @@ class Campaign:
 
     def baseline_of(self, levels: Optional[Dict[str, Any]] = None) -> str:
         """The baseline arm (at the server levels given, where a server factor splits it into cells)."""
-        from specrepro.core.sweep import resolve_arm
 
         base = self.experiment["baseline_arm"]
         return base if base in self.experiment["arms"] else (resolve_arm(self.cfg, base, levels or {}) or base)
 
     # --- patch series -------------------------------------------------------------------------
     def series_dir(self, series: str) -> Path:
-        from specrepro.core.series import series_folder
-
         return series_folder(self.cfg, series)
 
     def series_spec(self, series: str) -> Dict[str, Any]:
-        from specrepro.core.series import load_series
-
         if series not in self._series:
             self._series[series] = load_series(self.series_dir(series))
         return self._series[series]
 
     def local_patch_files(self, series: str) -> List[str]:
         """Local files a series is made of (series.yaml and its patches), for rerun triggers."""
-        from specrepro.core.series import local_files
 
         return [str(f) for f in local_files(self.series_spec(series))]
 
     def check_files(self, series: str, where: str) -> List[str]:
         """The files of the series' checks that run `where` (cpu, gpu), for rerun triggers."""
-        from specrepro.core.series import check_files
 
         return [str(f) for f in check_files(self.series_spec(series), where)]
 
@@ -157,14 +153,12 @@ class Campaign:
 
     def data_source(self, dataset: str) -> tuple:
         """(source, the config key a user sets) of a data file the campaign reads (config.data_sources)."""
-        from specrepro.core.config import data_sources
 
         return data_sources(self.cfg)[dataset]
 
     @property
     def datasets(self) -> List[str]:
         """The names of every data file the campaign reads: its records under results/<campaign>/datasets/."""
-        from specrepro.core.config import data_sources
 
         return sorted(data_sources(self.cfg))
 
@@ -176,7 +170,6 @@ class Campaign:
     def gpu_checked_series(self, arm: str) -> List[Dict[str, Any]]:
         """(series, role, spec) the arm's GPU check runs: its own series as `patched`, or, for an unpatched arm,
         every series of the campaign as its `control`; only series that declare GPU checks."""
-        from specrepro.core.series import checks_of
 
         own = self.plans[arm].series
         names = [own] if own else self.patch_series_used
@@ -207,8 +200,6 @@ class Campaign:
     # --- what the results depend on -----------------------------------------------------------------
     @property
     def config_hash(self) -> str:
-        from specrepro.core.config import config_hash
-
         return config_hash(self.cfg)
 
     def analysis_key(self) -> Dict[str, Any]:

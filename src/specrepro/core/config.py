@@ -24,6 +24,10 @@ from specrepro.util.redaction import SECRET_NAME
 from specrepro.core.rounds import policy_of
 from specrepro import runtimes
 from specrepro.upstream.sglang_flags import OWNED_FLAG_NAMES, load_table
+from specrepro.core import sweep
+from specrepro.core.schema import DraftTheory, SpecreproConfig, register_configs
+from specrepro.core.series import SeriesError, load_series, series_folder
+from specrepro.core.theory import TheoryError, rule_problems
 
 PROJECT_ROOT = Path(os.environ.get("SPECREPRO_ROOT", Path(__file__).resolve().parents[3]))
 CONF_DIR = PROJECT_ROOT / "conf"
@@ -46,8 +50,6 @@ def compose(overrides: Sequence[str] = ()) -> Dict[str, Any]:
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from specrepro.core.schema import register_configs
 
     register_configs()
     if not OmegaConf.has_resolver("env_or"):
@@ -107,14 +109,11 @@ def check_resolved(cfg: Dict[str, Any], source: str = "config") -> Dict[str, Any
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from specrepro.core.schema import SpecreproConfig
-
     try:
         merged = OmegaConf.merge(OmegaConf.structured(SpecreproConfig), cfg)
         cfg = OmegaConf.to_container(merged, resolve=True, throw_on_missing=True, enum_to_str=True)
     except OmegaConfBaseException as exc:
         raise ConfigError([f"{source}: {hydra_message(exc)}"]) from exc
-    from specrepro.core import sweep
 
     problems = sweep.sweep_problems(cfg)
     if problems:
@@ -178,8 +177,6 @@ def _experiment_problems(cfg: Dict[str, Any]) -> List[str]:
 
 
 def _series_problems(cfg: Dict[str, Any]) -> List[str]:
-    from specrepro.core.series import SeriesError, load_series, series_folder
-
     problems = []
     for name in cfg["experiment"].get("patch_series") or {}:
         if not SAFE_NAME.match(name):
@@ -366,8 +363,6 @@ def theory_entries(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
     """experiment.theory typed: arm -> benchmark -> a DraftTheory as a plain dict (enums by name)."""
     from omegaconf import OmegaConf
 
-    from specrepro.core.schema import DraftTheory
-
     out: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for arm, per_bench in (cfg["experiment"].get("theory") or {}).items():
         for bench, entry in (per_bench or {}).items():
@@ -400,7 +395,6 @@ def _theory_problems(cfg: Dict[str, Any]) -> List[str]:
             except OmegaConfBaseException as exc:
                 problems.append(f"{key}: {hydra_message(exc)}")
                 continue
-            from specrepro.core.theory import TheoryError, rule_problems
 
             try:
                 problems += [f"{key}.{p}" for p in rule_problems(typed, cfg["model"])]

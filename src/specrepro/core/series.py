@@ -13,6 +13,9 @@ import re
 from pathlib import Path
 from typing import IO, Any, Dict, List
 from specrepro.util.errors import SpecreproError, hydra_message
+from specrepro.core.schema import SeriesSpec
+from specrepro.util.patching import sha256_file
+from specrepro.util.procs import run_logged
 
 SPEC_FILE = "series.yaml"
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -32,8 +35,6 @@ def load_series(folder: Path) -> Dict[str, Any]:
     """series.yaml typed and checked; plain values (enums as their names), with `folder` added."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
-
-    from specrepro.core.schema import SeriesSpec
 
     folder = Path(folder)
     path = folder / SPEC_FILE
@@ -106,8 +107,6 @@ def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
     import shutil
     import urllib.request
 
-    from specrepro.util.patching import sha256_file
-
     target = cache_dir / "patches" / f"{sha256}.patch"
     if target.is_file() and sha256_file(target) == sha256:
         return target
@@ -129,7 +128,6 @@ def fetch_url_patch(url: str, sha256: str, cache_dir: Path, log: IO) -> Path:
 
 def content_key(spec: Dict[str, Any]) -> Dict[str, Any]:
     """What a measurement of this series depends on: each patch by content (a URL patch by its pinned sha256)."""
-    from specrepro.util.patching import sha256_file
 
     folder = Path(spec["folder"])
     return {"patches": [sha256_file(folder / e["path"]) if e.get("path") else e["sha256"] for e in spec["patches"]]}
@@ -147,8 +145,6 @@ def run_judge(spec: Dict[str, Any], check: Dict[str, Any], records: Dict[str, Pa
               out: Path, log: IO, role: str = "") -> Dict[str, Any]:
     """The judge of one check over its probe records (the check protocol: patches/README.md); its verdict."""
     import sys
-
-    from specrepro.util.procs import run_logged
 
     folder = Path(spec["folder"])
     out.unlink(missing_ok=True)

@@ -20,6 +20,8 @@ from typing import Any, Dict, List, Optional
 
 from specrepro.core.arm_plan import ArmPlan
 from specrepro.serving.launch import LaunchContext, Launcher
+from specrepro.measure import node_facts as nf
+from specrepro.serving.probes import probe_argv, run_probe
 NVIDIA_FIELDS = ["index", "name", "driver_version", "pstate", "clocks.sm", "clocks.mem", "power.limit",
                  "temperature.gpu", "memory.used", "memory.total", "compute_mode"]
 FINGERPRINT_KEYS = ("gpu_model", "driver", "runtime_version", "image_id", "perf_level", "power_cap_w",
@@ -169,7 +171,6 @@ def no_gpu_facts() -> Dict[str, Any]:
 
 def collect(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], log) -> Dict[str, Any]:
     """Facts from inside the arm's image, on its granted GPUs (a throwaway container with the server's devices)."""
-    from specrepro.serving.probes import probe_argv, run_probe
 
     gpus = list(ctx.gpus)
     if plan.platform["accelerator"] == "none" or not gpus:
@@ -190,7 +191,6 @@ def collect(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[s
     facts = facts_from_probe(raw)
     facts["granted"] = gpus
     # the container sees only the grant, renumbered from 0: which node GPUs those are, by PCI address and unique id
-    from specrepro.measure import node_facts as nf
 
     try:
         table = nf.node_gpus(plan.platform["accelerator"], Path(plan.platform.get("node_root") or "/"))

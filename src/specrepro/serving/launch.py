@@ -39,9 +39,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from specrepro.core.arm_plan import ArmPlan, BenchRun
 # LaunchError, Mount, RuntimeUnreachable, secrets_root: callers and tests import them from here too
-from specrepro.runtimes import (Invocation, LaunchError, Mount, RuntimeUnreachable, runtime_for,  # noqa: F401
-                                secrets_root)
+from specrepro.runtimes import Invocation, LaunchError, Mount, RuntimeUnreachable, runtime_for, secrets_root
 from specrepro.runtimes.base import LABEL_PREFIX
+from specrepro.measure import node_facts
 
 # Server arguments whose value may be a local path the server reads.
 PATH_ARGS = ("model_path", "tokenizer_path", "speculative_draft_model_path")
@@ -123,7 +123,6 @@ def parse_gpu_list(text: str, source: str, plat: Optional[Dict[str, Any]] = None
             out += [int(item)] if item.isdigit() else list(range(int(m.group(1)), int(m.group(2)) + 1))
             continue
         if plat is not None and plat["accelerator"] == "rocm":
-            from specrepro.measure import node_facts
 
             try:
                 (gpu,) = node_facts.grant(node_facts.rocm_gpus(Path(plat.get("node_root") or "/")),
@@ -173,7 +172,6 @@ def device_context(plat: Dict[str, Any], gpus: List[int]) -> Dict[str, Any]:
 def render_minors(plat: Dict[str, Any], gpus: List[int]) -> List[int]:
     """The DRI render minor of each granted GPU, as the node's own KFD topology says (not 128 + index: the driver
     leaves gaps for partitions, and in CPX mode one physical GPU is several agents)."""
-    from specrepro.measure import node_facts
 
     try:
         table = node_facts.rocm_gpus(Path(plat.get("node_root") or "/"))
@@ -202,7 +200,6 @@ def granted_gpus(plan: ArmPlan, environ: Optional[Dict[str, str]] = None,
     if gpus is None and plan.serve.get("gpus") is not None:
         gpus, source = list(plan.serve["gpus"]), "serve.gpus"
     if gpus is None and plat.get("gpus_from_node"):
-        from specrepro.measure import node_facts
 
         try:
             gpus, source = [g.index for g in node_facts.node_gpus(plat["accelerator"],

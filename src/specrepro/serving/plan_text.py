@@ -15,6 +15,7 @@ from specrepro.core.arm_plan import ArmPlan
 from specrepro.core.campaign import Campaign
 from specrepro.core.cost import campaign_cost, repeats_of, run_cost
 from specrepro.serving.launch import Launcher, planned_context
+from specrepro.core.sweep import factors_of, level_text, treatment_table
 
 
 def planned_server_command(plan: ArmPlan) -> str:
@@ -87,7 +88,6 @@ def describe_launches(campaign: Campaign) -> List[str]:
 
 def describe_treatments(campaign: Campaign) -> List[str]:
     """The sweep's treatment table: per arm cell and benchmark cell, its levels, launch, requests and time."""
-    from specrepro.core.sweep import factors_of, level_text, treatment_table
 
     cfg = campaign.cfg
     factors = factors_of(cfg)

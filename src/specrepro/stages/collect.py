@@ -20,6 +20,8 @@ from typing import IO, Any, Dict, List, Optional
 import pandas as pd
 
 from specrepro.util.metric_names import base_metric
+from specrepro.core.arm_plan import arm_plans
+from specrepro.core.sweep import cell_columns
 
 RUN_COLUMNS = ["arm", "benchmark", "repeat", "metric", "value", "unit", "server_launch", "launch"]
 
@@ -56,7 +58,6 @@ ACCEPTANCE_COLUMNS = ["arm", "benchmark", "repeat", "launch", "drafts_accepted",
 
 def run_tables(cfg: Dict[str, Any], plans: Dict[str, Any], measured: Dict[str, List[str]]):
     """The runs, requests and acceptance tables of the runs named (arm -> run stems), from their run records."""
-    from specrepro.core.sweep import cell_columns
 
     rows: List[Dict[str, Any]] = []
     request_rows: List[Dict[str, Any]] = []
@@ -83,7 +84,6 @@ def run_tables(cfg: Dict[str, Any], plans: Dict[str, Any], measured: Dict[str, L
 def collect_campaign(cfg: Dict[str, Any], arm_records: List[Path], runs_csv: Path, requests_parquet: Path,
                      log: Optional[IO] = None, acceptance_csv: Optional[Path] = None) -> pd.DataFrame:
     """The tables of every run the arm records list (a sequential design's arms list the launches they ran)."""
-    from specrepro.core.arm_plan import arm_plans
 
     records = [json.loads(Path(p).read_text()) for p in arm_records]
     bases = {r["arm"]: ((r.get("image") or {}).get("base") or {}).get("image_id") for r in records}

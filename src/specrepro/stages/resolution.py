@@ -13,6 +13,9 @@ from typing import Any, Dict, List, Optional
 
 from specrepro.core.arm_plan import ArmPlan
 from specrepro.measure.effective_config import differing_fields
+from specrepro.stages.sources import cached_release_tree
+from specrepro.upstream.sglang_env import COMPLETE, env_dir
+from specrepro.util.fileio import write_json, write_text_atomic
 
 RESOLVE_PROBE = Path(__file__).parent / "preflight" / "resolve_server_args.py"
 # Asked off the node (plan on a CPU host), sglang must be told what the node is: these platform facts
@@ -62,7 +65,6 @@ def cached_resolution(plan: ArmPlan, key: str) -> Optional[Dict[str, Any]]:
 
 def store_resolution(plan: ArmPlan, key: str, judgement: Dict[str, Any], by: str) -> None:
     """Keep an answer for the next launch (or job) that asks the same question; an unanswered one is not kept."""
-    from specrepro.util.fileio import write_json
 
     if judgement.get("error"):
         return
@@ -130,8 +132,6 @@ def plan_resolution(plans: List[ArmPlan]) -> Dict[str, Any]:
     import hashlib
     import os
 
-    from specrepro.upstream.sglang_env import COMPLETE, env_dir
-
     first = plans[0]
     plat, cache_dir = first.platform, Path(first.cache_dir)
     if not first.preflight["resolve_server_args"]:
@@ -142,8 +142,6 @@ def plan_resolution(plans: List[ArmPlan]) -> Dict[str, Any]:
     tree = release / "tree"
     if (env / COMPLETE).is_file() and not (tree / ".complete").is_file() and list(release.glob("dist/sglang-*.whl")):
         import io
-
-        from specrepro.stages.sources import cached_release_tree
 
         cached_release_tree(version, cache_dir, io.StringIO())  # unpacks the archive already here
     if not (env / COMPLETE).is_file() or not (tree / ".complete").is_file():
@@ -166,7 +164,6 @@ def plan_resolution(plans: List[ArmPlan]) -> Dict[str, Any]:
         except (RuntimeError, ValueError) as exc:
             return {"skipped": f"sglang's resolution could not run here: {exc}"}
         result = {"arms": arms, "tree": str(tree), "off_node": off_node, "facts": request["platform"]}
-        from specrepro.util.fileio import write_text_atomic
 
         # another campaign on this machine may read it the moment it appears
         write_text_atomic(cached, json.dumps(result))

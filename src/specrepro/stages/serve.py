@@ -29,8 +29,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence
 
 import requests
 
-from specrepro.measure import accept_length as al
-from specrepro.measure import effective_config
+from specrepro.measure import accept_length as al, effective_config
 from specrepro.serving import gpu_facts
 from specrepro.core.arm_plan import ArmPlan, BenchRun
 from specrepro.util.fileio import write_json
@@ -38,7 +37,10 @@ from specrepro.serving.launch import LaunchContext, Launcher, granted_gpus, job_
 from specrepro.util.procs import free_port
 from specrepro.util.redaction import redact
 # ServeError is what a measuring job raises for its server: callers catch it from here
-from specrepro.serving.server_process import Server, ServeError, log_tail, signals_raise  # noqa: F401
+from specrepro.serving.server_process import ServeError, Server, log_tail, signals_raise
+from specrepro.stages.gpu_check import refuse_failed
+from specrepro.stages.image import ensure_image
+from specrepro.stages.preflight import in_image_checks, judge_preflight, node_checks
 
 
 def warmup_batches(plan: ArmPlan) -> List[Dict[str, Any]]:
@@ -239,7 +241,6 @@ class ChecksWhileLoading:
 
     def __init__(self, plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any],
                  node: Dict[str, Any]):
-        from specrepro.stages.preflight import in_image_checks
 
         self.plan, self.node, self.started = plan, node, time.monotonic()
         self.checks: Optional[List[Dict[str, Any]]] = None
@@ -262,7 +263,6 @@ class ChecksWhileLoading:
     def result(self, log: Optional[IO]) -> Dict[str, Any]:
         """Wait for the checks; the whole preflight's record (the node's checks and these); PreflightError on a
         failure."""
-        from specrepro.stages.preflight import judge_preflight
 
         self.thread.join()
         if self.error is not None:
@@ -317,8 +317,6 @@ def launch_and_measure(plan: ArmPlan, image: Dict[str, Any], pending: List[Bench
     The node's own time around the server's start-up and measurements (what a launch costs beyond them) is timed
     into the launch's end event: the checks before the start, the GPU facts, the teardown.
     """
-    from specrepro.stages.image import ensure_image
-    from specrepro.stages.preflight import in_image_checks, judge_preflight, node_checks
 
     job_started = time.monotonic()
     serve = plan.serve
@@ -458,7 +456,6 @@ def serve_bench_job(plan: ArmPlan, image_record: Path, gpu_checks: List[Path], o
                     launch_numbers: Optional[Sequence[int]] = None,
                     scheduled_remeasure: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     """The measuring job: the arm's plan, as the Snakefile built it, handed to everything below."""
-    from specrepro.stages.gpu_check import refuse_failed
 
     refuse_failed(gpu_checks)
     return serve_arm(plan, image_record, output, log, launch=launch, measure=measure,

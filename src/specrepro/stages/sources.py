@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
 from specrepro.util.errors import SpecreproError
-from specrepro.util.fileio import locked
-from specrepro.util.patching import detect_layout, sha256_file
+from specrepro.util.fileio import locked, write_json
+from specrepro.util.patching import apply_series, detect_layout, sha256_file
 from specrepro.util.procs import run_logged
+from specrepro.core.series import load_series, resolve_patches
 
 
 class SourceError(SpecreproError, RuntimeError):
@@ -130,9 +131,6 @@ def cached_release_tree(version: str, cache_dir: Path, log: IO) -> Path:
 def patch_stage(source_manifest: Path, source_tree: Path, series_dir: Path, series: str, cache_dir: Path, tree: Path,
                 manifest: Path, log: IO) -> Dict[str, Any]:
     """The patch stage: a copy of the pristine tree with the series applied (all or nothing), and its manifest."""
-    from specrepro.util.fileio import write_json
-    from specrepro.util.patching import apply_series
-    from specrepro.core.series import load_series, resolve_patches
 
     source = json.loads(Path(source_manifest).read_text())
     patches = resolve_patches(load_series(series_dir), cache_dir, log)

@@ -50,6 +50,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import numpy as np
 
 from specrepro.util.fileio import locked
+from specrepro.core.theory import Acceptance
+from specrepro.util.datasets import verify_file
 
 SPECIAL_TOKENS = ["<|begin_of_text|>", "<|end_of_text|>"]
 THEORY_FILE = "theory.json"
@@ -308,7 +310,6 @@ def load_theory(model_dir: Path) -> Optional[Dict[str, Any]]:
 
 def toy_model_stage(toy: Dict[str, Any], num_steps: int, corpus: Dict[str, Any], log) -> Dict[str, Any]:
     """The DAG's toy_model job: the corpus the datasets stage resolved (verified again here), then the pair built."""
-    from specrepro.util.datasets import verify_file
 
     path = verify_file(corpus, f"data.{toy['corpus']}")
     with open(path) as fh:
@@ -345,8 +346,6 @@ def acceptance(model_dir: Path, temperature: float):
     """P(the draft's proposal at `temperature` x T is the target's argmax), per token it follows: what a greedy
     verify accepts (specrepro.core.theory).  Read from the pair's own weights: the draft's logits equal the target's."""
     from safetensors.numpy import load_file
-
-    from specrepro.core.theory import Acceptance
 
     record = load_theory(Path(model_dir))
     if record is None:

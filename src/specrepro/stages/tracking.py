@@ -29,6 +29,11 @@ from specrepro.util.metric_names import tracking_name
 from specrepro.util.redaction import redact, secret_values
 from specrepro.core.rounds import round_of
 from specrepro.stages.tracking_server import TrackingServerError, configured_uri, refuse_credentials_in_uri
+from specrepro.core.campaign import Campaign
+from specrepro.core.config import config_hash, load_resolved
+from specrepro.stages.patch_check import verdict_rows
+from specrepro.util.fileio import write_json
+from specrepro.util.procs import free_port
 
 KEY_TAG = "specrepro.key"
 # The claims an arm takes part in, counted by verdict, next to its headline metrics.
@@ -206,8 +211,6 @@ class CampaignTracker:
     """Logs a campaign's results from disk; safe to call any number of times."""
 
     def __init__(self, cfg: Dict[str, Any]):
-        from specrepro.core.config import config_hash
-
         self.cfg = cfg
         self.uri = tracking_uri(cfg)
         self.client = _client(self.uri)
@@ -276,7 +279,6 @@ class CampaignTracker:
 
     def log_patch_check(self, verdict_path: Path) -> str:
         """A series' patch_check: each check's outcome as a metric (`<tree>.<check>`), the series in its own words."""
-        from specrepro.stages.patch_check import verdict_rows
 
         verdict = json.loads(Path(verdict_path).read_text())
         series = verdict.get("series") or Path(verdict_path).parent.name
@@ -377,7 +379,6 @@ class CampaignTracker:
 
     def log_results(self, results_dir: Path) -> Dict[str, str]:
         """Arms and (arm, benchmark, repeat) runs from the results folder."""
-        from specrepro.core.campaign import Campaign
 
         campaign = Campaign(self.cfg)
         created: Dict[str, str] = {}
@@ -478,7 +479,6 @@ def log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Opti
 
 def _log_campaign(cfg: Dict[str, Any], verdicts, with_results: bool, record: Optional[Path], log,
                   gpu_checks) -> Dict[str, Any]:
-    from specrepro.util.fileio import write_json
 
     tracker = CampaignTracker(cfg)
     logged: Dict[str, Any] = {"tracking_uri": tracker.uri, "parent_run": tracker.parent, "children": {}}
@@ -567,9 +567,6 @@ def open_dashboard(results_dir: Path, port: Optional[int] = None, out=None, read
     """`specrepro open`: `mlflow ui` on the campaign's own store, on a free loopback port, until Ctrl-C (or SIGTERM);
     prints the dashboard link for it.  A campaign logged to a tracking server needs no UI here: its link is printed."""
     import signal
-
-    from specrepro.core.config import load_resolved
-    from specrepro.util.procs import free_port
 
     out = out or sys.stdout
     results = Path(results_dir)

@@ -24,7 +24,7 @@ from typing import IO, Any, Dict, Optional
 import requests
 
 from specrepro.util.errors import SpecreproError
-from specrepro.util.fileio import write_json
+from specrepro.util.fileio import locked, write_json
 from specrepro.util.patching import sha256_file
 
 
@@ -77,7 +77,6 @@ def verify_file(source: Dict[str, Any], key: str) -> Path:
 def resolve_dataset(source: Dict[str, Any], record: Path, offline: bool, log: IO, key: str) -> Dict[str, Any]:
     """The dataset file at source['path'], fetched from source['url'] when absent and allowed, verified; its record
     (path, sha256, bytes, how it was verified) written to `record`.  `key` names the config entry in errors."""
-    from specrepro.util.fileio import locked
 
     path = Path(source["path"])
     fetched = False

@@ -19,10 +19,13 @@ from typing import IO, Any, Dict, List
 from specrepro.util.errors import SpecreproError
 from specrepro.core.arm_plan import ArmPlan
 from specrepro.util.fileio import write_json, write_text_atomic
-from specrepro.serving.launch import LaunchContext, Launcher, Mount
+from specrepro.serving.launch import LaunchContext, Launcher, Mount, granted_gpus, job_context
 from specrepro.util.procs import run_logged
 from specrepro.util.redaction import redact
 from specrepro.core.series import checks_of, run_judge
+from specrepro.serving.probes import probe_argv
+from specrepro.stages.image import ensure_image
+from specrepro.util.document import Section, Table, Text, to_markdown, yes_no
 
 
 
@@ -33,7 +36,6 @@ class GpuCheckError(SpecreproError, RuntimeError):
 def probe_command(launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any], spec: Dict[str, Any], series: str,
                   chk: Dict[str, Any], out: Path, tree: str) -> List[str]:
     """A GPU check's probe: inside the arm's image on one GPU, as its server would run, the series folder mounted."""
-    from specrepro.serving.probes import probe_argv
 
     folder = Path(spec["folder"])
     python = image.get("python") or launcher.plat["python"]
@@ -44,7 +46,6 @@ def probe_command(launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any],
 
 def verdict_section(arm: str, verdict: Dict[str, Any]):
     """The arm's GPU checks as a report section (specrepro.util.document), one subsection per check."""
-    from specrepro.util.document import Section, Table, Text, yes_no
 
     overall = "PASS" if verdict["passed"] else "FAIL"
     subsections = []
@@ -65,8 +66,6 @@ def verdict_section(arm: str, verdict: Dict[str, Any]):
 
 
 def render_markdown(arm: str, verdict: Dict[str, Any]) -> str:
-    from specrepro.util.document import to_markdown
-
     return to_markdown([verdict_section(arm, verdict)])
 
 
@@ -74,9 +73,6 @@ def gpu_check_stage(plan: ArmPlan, checked: List[Dict[str, Any]], image_record: 
                     verdict_md: Path, log: IO) -> Dict[str, Any]:
     """The GPU checks of `checked` (Campaign.gpu_checked_series: series, role, spec) on the arm's image."""
     import os
-
-    from specrepro.stages.image import ensure_image
-    from specrepro.serving.launch import granted_gpus, job_context
 
     image = ensure_image(plan, json.loads(Path(image_record).read_text()), log)
     gpus, source = granted_gpus(plan, needed=1) if plan.platform["accelerator"] != "none" else ([], "no accelerator")

@@ -25,6 +25,9 @@ from specrepro.util.procs import run_logged
 from specrepro.core.series import checks_of, load_series, run_judge
 from specrepro.upstream.sglang_env import ensure_env
 from specrepro.stages.sources import cached_release_tree
+from specrepro.core import series
+from specrepro.util import patching, procs
+from specrepro.util.document import Section, Table, Text, to_markdown, yes_no
 
 # Imports one module in the tree first on PYTHONPATH: exit 0 if it imports, else its error on stderr.
 IMPORT_PROBE = ("import importlib, sys\n"
@@ -178,7 +181,6 @@ def verdict_rows(verdict: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def verdict_section(verdict: Dict[str, Any]):
     """The verdict as a report section (specrepro.util.document): the checks' table and what they ran on."""
-    from specrepro.util.document import Section, Table, Text, yes_no
 
     overall = ("PASS" if verdict["passed"] else "FAIL")
     blocks: List[Any] = [Text([f"Overall: **{overall}**"
@@ -210,8 +212,6 @@ def verdict_section(verdict: Dict[str, Any]):
 
 
 def render_markdown(verdict: Dict[str, Any]) -> str:
-    from specrepro.util.document import to_markdown
-
     return to_markdown([verdict_section(verdict)])
 
 
@@ -238,9 +238,6 @@ def verdict_key(series_dir: Path, sglang: Dict[str, Any], source_manifest: Dict[
     """Everything a series' verdict depends on, hashed: the series folder (patches, checks, judges), the source
     (its archive or commit), the patches as applied, the check env, the pinned sglang, and the code that checks
     (this package's patch_check, patching and series modules, the Python that runs the judges)."""
-    from specrepro.core import series
-    from specrepro.util import patching
-    from specrepro.util import procs
 
     code = hashlib.sha256()
     for path in [*sorted(Path(__file__).parent.glob("*.py")), Path(patching.__file__), Path(series.__file__),

@@ -36,7 +36,13 @@ from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 from specrepro.core.arm_plan import ArmPlan
 from specrepro.util.errors import SpecreproError
-from specrepro.serving.launch import LABEL_PREFIX, LaunchContext, Launcher
+from specrepro.serving.launch import LABEL_PREFIX, LaunchContext, Launcher, PATH_ARGS
+from specrepro.measure import node_facts as nf
+from specrepro.serving.probes import probe_argv, run_probe
+from specrepro.stages.resolution import (
+    HIDDEN_ACCELERATOR, RESOLVE_PROBE, cached_resolution, resolution_key, resolve_arms, store_resolution)
+from specrepro.upstream.sglang_flags import table_from_source
+from specrepro.util.fileio import write_json
 
 PROBE = Path(__file__).parent / "probe_image.py"
 ENV_PROBE = Path(__file__).parent / "probe_env.py"
@@ -68,7 +74,6 @@ def gpu_memory_used_fraction(plat: Dict[str, Any], gpus: List[int],
     """Memory in use per granted GPU (node index -> fraction; None: the tool does not report that GPU), matched by
     PCI address through the node's own table (specrepro.measure.node_facts), never by the tool's index: inside a job whose
     devices Slurm constrains, nvidia-smi numbers the job's GPUs from 0.  None where nothing can be read."""
-    from specrepro.measure import node_facts as nf
 
     root = Path(plat.get("node_root") or "/")
     try:
@@ -127,7 +132,6 @@ def wait_gpus_idle(plan: ArmPlan, gpus: List[int], log: IO, read=gpu_memory_used
 def probe_image(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Dict[str, Any],
                 paths: List[str]) -> Dict[str, Any]:
     """Run probe_image.py where the server will run: inside its image, with its mounts, user and GPU devices."""
-    from specrepro.serving.probes import probe_argv, run_probe
 
     if launcher.runtime.is_bare:
         root = image.get("sglang_root") or image["pythonpath"]
@@ -144,8 +148,6 @@ def probe_image(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image: Di
 
 
 def image_checks(plan: ArmPlan, image: Dict[str, Any], probe: Dict[str, Any]) -> List[Dict[str, Any]]:
-    from specrepro.upstream.sglang_flags import table_from_source
-
     started = time.monotonic()
     checks = []
     pin = plan.sglang_version
@@ -206,9 +208,6 @@ def resolution_check(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, imag
     """sglang's own resolution of the arm's arguments, run where the server will run (its Python, tree, model), with
     the accelerator hidden and its facts told, as `plan` asks it (so a loading server shares its GPUs with nothing);
     an answer already given for the same arguments, tree and model config is reused."""
-    from specrepro.serving.probes import probe_argv
-    from specrepro.stages.resolution import (HIDDEN_ACCELERATOR, RESOLVE_PROBE, cached_resolution, resolution_key,
-                                      resolve_arms, store_resolution)
 
     started = time.monotonic()
     key = resolution_key(plan, image.get("patch_sha256") or [])
@@ -250,7 +249,6 @@ def host_checks(plan: ArmPlan) -> List[Dict[str, Any]]:
 
 def container_paths(plan: ArmPlan) -> List[str]:
     """Paths the server and the in-container clients read: local model paths and client data files."""
-    from specrepro.serving.launch import PATH_ARGS
 
     paths = [v for k in PATH_ARGS if isinstance(v := plan.server_args.get(k), str) and v.startswith("/")]
     return paths + [f for files in plan.client_data.values() for f in files]
@@ -277,7 +275,6 @@ def in_image_checks(plan: ArmPlan, launcher: Launcher, ctx: LaunchContext, image
 def judge_preflight(plan: ArmPlan, checks: List[Dict[str, Any]], seconds: float, log: IO, record: Optional[Path],
                     when: str) -> Dict[str, Any]:
     """The checks' record (written either way) and verdict: PreflightError naming every failure."""
-    from specrepro.util.fileio import write_json
 
     result = {"arm": plan.name, "ok": all(c["ok"] for c in checks), "checks": checks, "seconds": round(seconds, 2)}
     for c in checks:
