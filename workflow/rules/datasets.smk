@@ -10,5 +10,6 @@ rule datasets:
         "../envs/specrepro.yaml"
     params:
         source=lambda w: CAMPAIGN.data_source(w.dataset),
+        offline=CAMPAIGN.cfg["offline"],
     script:
         "../scripts/datasets.py"

@@ -11,6 +11,8 @@ rule base_image:
     params:
         base=CAMPAIGN.base_image_ref,
         runtime=CAMPAIGN.cfg["platform"]["container_runtime"],
+        platform=CAMPAIGN.cfg["platform"],
+        cache_dir=CAMPAIGN.cfg["cache_dir"],
     script:
         "../scripts/base_image.py"
 

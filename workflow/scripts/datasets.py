@@ -5,5 +5,5 @@ from specrepro.stages.stage_log import stage_log
 
 with stage_log(snakemake) as log:
     source, key = snakemake.params.source
-    resolve_dataset(dict(source), record=Path(snakemake.output[0]), offline=snakemake.config["offline"], log=log,
+    resolve_dataset(dict(source), record=Path(snakemake.output[0]), offline=snakemake.params.offline, log=log,
                     key=key)

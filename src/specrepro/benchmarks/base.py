@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from omegaconf import MISSING
 
@@ -148,3 +148,10 @@ class BenchmarkKind:
     def workload(self, settings: Mapping[str, Any]) -> str:
         """The workload in a few words (the report's provenance)."""
         return self.name
+
+
+def fixed_length_payloads(texts: Sequence[str], output_len: int) -> List[Dict[str, Any]]:
+    """Warm-up requests that decode `output_len` tokens greedily whatever the text (ignore_eos), as the measured
+    requests of a fixed-output-length workload do."""
+    return [{"text": t, "sampling_params": {"max_new_tokens": output_len, "temperature": 0, "ignore_eos": True}}
+            for t in texts]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
 from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
-                                       DataSource, KindOutputs, Warmup)
+                                       DataSource, KindOutputs, Warmup, fixed_length_payloads)
 
 SUMMARY_FIELDS = [
     "completed", "duration", "request_throughput", "output_throughput", "input_throughput", "total_throughput",
@@ -129,10 +129,8 @@ class BenchServing(BenchmarkKind):
     def warmup(self, settings: Mapping[str, Any], data: Mapping[str, Any], least: int) -> Warmup:
         n = max(least, settings["max_concurrency"])
         # about input_len tokens of text; the measured prompts are random too
-        payloads = [{"text": " ".join(f"warm{i}x{j}" for j in range(settings["input_len"])),
-                     "sampling_params": {"max_new_tokens": settings["output_len"], "temperature": 0,
-                                         "ignore_eos": True}}
-                    for i in range(n)]
+        payloads = fixed_length_payloads([" ".join(f"warm{i}x{j}" for j in range(settings["input_len"]))
+                                          for i in range(n)], settings["output_len"])
         return Warmup(payloads, settings["max_concurrency"])
 
     def client_step(self, settings: Mapping[str, Any], call: ClientCall) -> ClientStep:

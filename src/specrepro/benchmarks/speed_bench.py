@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from specrepro.measure import accept_length as al
 from specrepro.benchmarks import category_metric
 from specrepro.benchmarks.base import (BenchmarkKind, BenchOutputError, ClientCall, ClientStep, CostFigures,
-                                       KindOutputs, Warmup)
+                                       KindOutputs, Warmup, fixed_length_payloads)
 from specrepro.benchmarks.bench_serving import parse_bench_serving
 from specrepro.util.datasets import verify_file
 
@@ -186,10 +186,7 @@ class SpeedBench(BenchmarkKind):
         n = max(least, settings["max_concurrency"])
         groups = [[t for cat, t in turns if cat == c] for c in settings["categories"]]
         order = [g[i] for i in range(max(map(len, groups))) for g in groups if i < len(g)]
-        payloads = [{"text": order[i % len(order)],
-                     "sampling_params": {"max_new_tokens": settings["output_len"], "temperature": 0,
-                                         "ignore_eos": True}}
-                    for i in range(n)]
+        payloads = fixed_length_payloads([order[i % len(order)] for i in range(n)], settings["output_len"])
         return Warmup(payloads, settings["max_concurrency"])
 
     def client_step(self, settings: Mapping[str, Any], call: ClientCall) -> ClientStep:
