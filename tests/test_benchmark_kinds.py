@@ -74,8 +74,7 @@ gsm8k_key = build_arm_plan(compose(overrides), "main_rs_off").run_key("gsm8k")
 if sys.argv[2] == "original":
     print(json.dumps({"package": specrepro.__file__, "gsm8k_key": gsm8k_key}))
     sys.exit(0)
-cfg = compose([*overrides, "+bench@benchmarks.tw=throwaway", "experiment.arms.main_rs_off.benchmarks=[gsm8k,tw]",
-                   "~experiment.theory.main_rs_off.speed_bench"])
+cfg = compose([*overrides, "+bench@benchmarks.tw=throwaway", "experiment.arms.main_rs_off.benchmarks=[gsm8k,tw]"])
 plan = build_arm_plan(cfg, "main_rs_off")
 run = BenchRun("main_rs_off", "tw", 1)
 print(json.dumps({"package": specrepro.__file__, "kind": plan.kind("tw").name, "gsm8k_key": gsm8k_key,

@@ -241,3 +241,14 @@ def test_plan_warns_of_the_amd_eagle_all_reduce_hazard():
     safe = compose(["benchmarks.gsm8k.gsm8k.parallel=16", "+model.server_args.disable_custom_all_reduce=true"])
     assert not plan_warnings(Campaign(safe))
     assert not plan_warnings(Campaign(compose(["benchmarks.gsm8k.gsm8k.parallel=16", "platform=h200", "model=glm52_fp8"])))
+
+
+def test_a_theory_rule_for_a_benchmark_an_override_took_off_the_arm_is_unused_not_an_error():
+    """Narrowing an arm's benchmarks on the command line (as tests and users do) leaves its rules for the others
+    unused; a rule naming no benchmark of the experiment is still an error naming its key."""
+    from specrepro.core.config import theory_entries
+
+    cfg = compose([f"project_root={PROJECT_ROOT}", "experiment=eagle_topk_cpu", "experiment.arms.main_rs_off.benchmarks=[gsm8k]"])
+    assert set(theory_entries(cfg)["main_rs_off"]) == {"gsm8k"}
+    with pytest.raises(ConfigError, match=r"experiment.theory.main_rs_off.gsm9k: 'gsm9k' is not a benchmark"):
+        compose([f"project_root={PROJECT_ROOT}", "experiment=eagle_topk_cpu", "+experiment.theory.main_rs_off.gsm9k={draft_temperature: 0}"])

@@ -359,15 +359,23 @@ def _data_problems(cfg: Dict[str, Any]) -> List[str]:
     return problems
 
 
-def theory_entries(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
-    """experiment.theory typed: arm -> benchmark -> a DraftTheory as a plain dict (enums by name)."""
+def typed_rule(entry: Dict[str, Any]) -> Dict[str, Any]:
+    """One draft rule typed by its schema (schema.DraftTheory), as a plain dict (enums by name)."""
     from omegaconf import OmegaConf
 
+    merged = OmegaConf.merge(OmegaConf.structured(DraftTheory), entry)
+    return OmegaConf.to_container(merged, throw_on_missing=True, enum_to_str=True)
+
+
+def theory_entries(cfg: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """experiment.theory typed: arm -> benchmark -> its draft rule; a rule for a benchmark the arm does not run (an
+    override narrowed its benchmarks) is left out, unused."""
     out: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    arms = cfg["experiment"].get("arms") or {}
     for arm, per_bench in (cfg["experiment"].get("theory") or {}).items():
         for bench, entry in (per_bench or {}).items():
-            merged = OmegaConf.merge(OmegaConf.structured(DraftTheory), entry)
-            out.setdefault(arm, {})[bench] = OmegaConf.to_container(merged, throw_on_missing=True, enum_to_str=True)
+            if bench in ((arms.get(arm) or {}).get("benchmarks") or []):
+                out.setdefault(arm, {})[bench] = typed_rule(entry)
     return out
 
 
@@ -383,15 +391,16 @@ def _theory_problems(cfg: Dict[str, Any]) -> List[str]:
             continue
         for bench, entry in (per_bench or {}).items():
             key = f"experiment.theory.{arm}.{bench}"
-            if bench not in (arms[arm].get("benchmarks") or []):
-                problems.append(f"{key}: arm {arm} does not run benchmark {bench!r}")
+            if bench not in (cfg.get("benchmarks") or {}):
+                problems.append(f"{key}: {bench!r} is not a benchmark of this experiment "
+                                f"(benchmarks: {', '.join(cfg.get('benchmarks') or {})})")
                 continue
             if not isinstance(entry, dict):
                 problems.append(f"{key}: a draft rule ({{draft_temperature: ..., first_draft_temperature: ..., "
                                 f"steps: ..., acceptance: ...}}), got {entry!r}")
                 continue
             try:
-                typed = theory_entries({"experiment": {"theory": {arm: {bench: entry}}}})[arm][bench]
+                typed = typed_rule(entry)
             except OmegaConfBaseException as exc:
                 problems.append(f"{key}: {hydra_message(exc)}")
                 continue
