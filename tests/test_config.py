@@ -252,3 +252,23 @@ def test_a_theory_rule_for_a_benchmark_an_override_took_off_the_arm_is_unused_no
     assert set(theory_entries(cfg)["main_rs_off"]) == {"gsm8k"}
     with pytest.raises(ConfigError, match=r"experiment.theory.main_rs_off.gsm9k: 'gsm9k' is not a benchmark"):
         compose([f"project_root={PROJECT_ROOT}", "experiment=eagle_topk_cpu", "+experiment.theory.main_rs_off.gsm9k={draft_temperature: 0}"])
+
+
+def test_an_arm_plan_as_params_is_plain_and_the_same_in_every_process():
+    """The measuring job's plan reaches it as a Snakemake param, which Snakemake compares by repr for its rerun
+    trigger: plain values only (an object's repr carries its address), the same in every process, and the plan
+    rebuilt from them equals the Snakefile's."""
+    code = textwrap.dedent(f"""
+        import json, pickle
+        from specrepro.core.config import compose
+        from specrepro.core.arm_plan import arm_plans, plan_as_params, plan_from_params
+        plans = arm_plans(compose(["project_root={PROJECT_ROOT}", "experiment=eagle_topk_cpu", "results_dir=/tmp/r"]))
+        params = {{name: plan_as_params(p) for name, p in plans.items()}}
+        json.dumps(params)
+        assert all(plan_from_params(pickle.loads(pickle.dumps(params[n]))) == p for n, p in plans.items())
+        print(repr(params))
+    """)
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT)
+            for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-3000:]
+    assert runs[0].stdout == runs[1].stdout and "speed_bench" in runs[0].stdout

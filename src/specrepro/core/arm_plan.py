@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from specrepro.benchmarks import BenchmarkKind, ClientCall, ClientStep, kind_of, settings_blocks
+from specrepro.benchmarks import BenchmarkKind, ClientCall, ClientStep, kind_named, kind_of, settings_blocks
 from specrepro.core.cost import repeats_of
 from specrepro.core.layout import Layout
 from specrepro.core.rounds import max_launches
@@ -259,6 +259,8 @@ def plan_as_params(plan: ArmPlan) -> Dict[str, Any]:
     out = {f.name: thawed(getattr(plan, f.name)) for f in fields(plan)}
     out["runs"] = [asdict(r) for r in plan.runs]
     out["layout"] = str(plan.layout.root)
+    # by name: an object's repr carries its address, which Snakemake's params trigger would read as a change
+    out["kinds"] = {b: kind.name for b, kind in plan.kinds.items()}
     return out
 
 
@@ -266,4 +268,5 @@ def plan_from_params(params: Mapping[str, Any]) -> ArmPlan:
     values = {f.name: frozen(params[f.name]) for f in fields(ArmPlan)}
     values["runs"] = tuple(BenchRun(**r) for r in params["runs"])
     values["layout"] = Layout(Path(params["layout"]))
+    values["kinds"] = MappingProxyType({b: kind_named(name) for b, name in params["kinds"].items()})
     return ArmPlan(**values)
